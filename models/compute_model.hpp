@@ -1,0 +1,24 @@
+// A compute cost model: the seconds one kernel takes on one device. Pure functions, registered
+// by name ("kernel", "roofline"); the scenario picks one with simulation.compute_model.
+#pragma once
+
+#include "models/device.hpp"
+#include "sim/kernel.hpp"
+#include "sim/registry.hpp"
+#include "sim/task_graph.hpp"
+
+#include <functional>
+
+namespace stepsim {
+
+struct ComputeModel {
+  std::function<double(const Kernel&, const Device&, const std::string& precision)> kernel_seconds;
+};
+
+using ComputeModelRegistry = Registry<ComputeModel>;
+
+// Puts seconds on every work of the workload: the sum of its kernels' times.
+void assign_work_seconds(Workload& workload, const Device& device, const ComputeModel& model,
+                         const std::string& precision);
+
+} // namespace stepsim

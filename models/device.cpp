@@ -1,0 +1,117 @@
+#include "models/device.hpp"
+
+#include "sim/json_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#ifndef STEPSIM_SOURCE_CONFIG_DIR
+#define STEPSIM_SOURCE_CONFIG_DIR "configs"
+#endif
+
+namespace stepsim {
+
+double Device::peak(const std::string& precision) const
+{
+  auto find = [&](const std::string& p) {
+    auto it = peak_flops.find(p);
+    return it == peak_flops.end() ? 0.0 : it->second;
+  };
+  double v = find(precision);
+  if (v > 0)
+    return v;
+  if (precision == "tf32")
+    return find("fp32");
+  if (precision == "fp8")
+    return find("fp16");
+  if (precision == "bf16")
+    return find("fp16");
+  return find("fp32");
+}
+
+std::string config_dir()
+{
+  if (const char* env = std::getenv("STEPSIM_CONFIG_DIR"); env != nullptr && *env != '\0')
+    return env;
+  return STEPSIM_SOURCE_CONFIG_DIR;
+}
+
+std::vector<std::string> device_names()
+{
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(config_dir() + "/devices", ec))
+    if (entry.path().extension() == ".json")
+      names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+void read_calibration(JsonReader r, DeviceCalibration& c)
+{
+  c.gemm_efficiency      = r.number("gemm_efficiency", c.gemm_efficiency, 0, true);
+  c.gemm_half_k          = r.number("gemm_half_k", c.gemm_half_k, 0);
+  c.attention_efficiency = r.number("attention_efficiency", c.attention_efficiency, 0, true);
+  c.memory_efficiency    = r.number("memory_efficiency", c.memory_efficiency, 0, true);
+  c.kernel_overhead_s    = r.time("kernel_overhead", c.kernel_overhead_s);
+  c.source               = r.text("source", c.source);
+  r.raw("notes");
+  r.raw("device");
+  r.reject_unknown_keys();
+  for (const char* key : {"gemm_efficiency", "attention_efficiency", "memory_efficiency"})
+    if (r.has(key) && r.raw(key)->is_number() && r.raw(key)->get<double>() > 1.0)
+      r.problems().add(r.path_of(key), "expected a fraction no larger than 1");
+}
+} // namespace
+
+Device load_device(const std::string& name, const std::string& path)
+{
+  std::string file = config_dir() + "/devices/" + name + ".json";
+  if (!std::filesystem::exists(file)) {
+    auto names       = device_names();
+    std::string near = closest_name(name, names);
+    std::string list;
+    for (const auto& n : names)
+      list += (list.empty() ? "" : ", ") + n;
+    throw InputError({fmt::format("{}: unknown device \"{}\"{}; known devices: {}", path, name,
+                                  near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near), list)});
+  }
+  nlohmann::json doc = read_json_file(file);
+  Problems problems;
+  JsonReader r(doc, file, problems);
+  Device d;
+  d.name       = r.text("name");
+  auto peaks   = r.object("peak_tflops", true);
+  for (const char* p : {"fp32", "tf32", "fp16", "bf16", "fp8"})
+    if (peaks.has(p) && !peaks.raw(p)->is_null())
+      d.peak_flops[p] = peaks.number(p, std::nullopt, 0, true) * 1e12;
+  peaks.reject_unknown_keys();
+  d.memory_bytes            = r.number("memory_gb", std::nullopt, 0, true) * 1e9;
+  d.memory_bandwidth_Bps    = r.bandwidth("memory_bandwidth");
+  d.sm_count                = static_cast<int>(r.integer("sm_count"));
+  d.l2_bytes                = r.number("l2_mb", 0.0) * 1e6;
+  d.nvlink_bandwidth_Bps    = r.bandwidth("nvlink_bandwidth", 0.0);
+  d.host_link_bandwidth_Bps = r.bandwidth("host_link_bandwidth", 16e9);
+  d.tdp_w                   = r.number("tdp_w", 0.0);
+  d.idle_w                  = r.number("idle_w", 0.0);
+  read_calibration(r.object("calibration"), d.calibration);
+  for (const char* key : {"vendor", "sources", "notes", "kind"})
+    r.raw(key);
+  r.reject_unknown_keys();
+  // A measured calibration, when one was fitted for this device, replaces the shipped one.
+  std::string fitted = config_dir() + "/calibration/" + name + ".json";
+  if (std::filesystem::exists(fitted)) {
+    nlohmann::json cal = read_json_file(fitted);
+    read_calibration(JsonReader(cal, fitted, problems), d.calibration);
+  }
+  if (d.peak_flops.empty())
+    problems.add(file + ".peak_tflops", "expected at least one precision's peak");
+  problems.throw_if_any();
+  return d;
+}
+
+} // namespace stepsim

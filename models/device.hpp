@@ -1,0 +1,50 @@
+// A GPU (or accelerator) from the device catalogue in configs/devices/NAME.json: datasheet
+// figures, each with its source in the file, and the calibration of the kernel cost model.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+struct DeviceCalibration {
+  // Best fraction of the dense peak a large GEMM reaches (maximum achievable matmul FLOP/s).
+  double gemm_efficiency = 0.8;
+  // K (and M, N) at which a GEMM reaches half its large-shape efficiency per tile.
+  double gemm_half_k = 256;
+  // Fraction of the peak a fused attention kernel reaches on long sequences.
+  double attention_efficiency = 0.6;
+  // Fraction of the memory bandwidth that bandwidth-bound kernels reach.
+  double memory_efficiency = 0.8;
+  // Time a kernel costs beyond its work (launch and tail), seconds.
+  double kernel_overhead_s = 4e-6;
+  std::string source;
+};
+
+struct Device {
+  std::string name;
+  std::map<std::string, double> peak_flops; // dense, per precision ("fp32", "tf32", "fp16", "bf16", "fp8")
+  double memory_bytes         = 0;
+  double memory_bandwidth_Bps = 0;
+  int sm_count                = 0;
+  double l2_bytes             = 0;
+  double nvlink_bandwidth_Bps = 0; // per direction, all links together
+  double host_link_bandwidth_Bps = 0;
+  double tdp_w  = 0;
+  double idle_w = 0;
+  DeviceCalibration calibration;
+
+  // Peak FLOP/s at a precision; tf32 falls back to fp32 and fp8 to fp16 where a device lacks them.
+  double peak(const std::string& precision) const;
+};
+
+// The folder holding devices/, scenarios/ and the other shipped configs: $STEPSIM_CONFIG_DIR if
+// set, else the source tree's configs/.
+std::string config_dir();
+std::vector<std::string> device_names();
+// Loads configs/devices/NAME.json and, when present, configs/calibration/NAME.json. An unknown name
+// is an InputError at `path` that lists the closest names.
+Device load_device(const std::string& name, const std::string& path);
+
+} // namespace stepsim

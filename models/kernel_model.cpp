@@ -1,0 +1,64 @@
+// The shape-aware kernel model. A GEMM is cut into output tiles; the tiles run in waves over the
+// device's SMs, so a GEMM one tile larger than a full wave costs a whole extra wave (wave
+// quantisation), and a ragged edge costs a whole tile (tile quantisation). Each tile runs at the
+// device's calibrated best efficiency, less a pipeline fill that matters when K is small. The
+// best tile shape is chosen as cuBLAS's heuristics would. Fused attention runs at its own
+// calibrated efficiency; everything else is bytes over the achieved memory bandwidth.
+#include "models/compute_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stepsim {
+namespace {
+
+struct Tile {
+  double m, n;
+  double relative_efficiency; // smaller tiles reuse less data per load
+};
+constexpr Tile kTiles[] = {{256, 128, 1.0}, {128, 256, 1.0}, {128, 128, 0.92}, {128, 64, 0.8}, {64, 64, 0.6}};
+
+double gemm_seconds(const Kernel& k, const Device& d, const std::string& precision)
+{
+  const auto& c       = d.calibration;
+  const double per_sm = d.peak(precision) / d.sm_count * c.gemm_efficiency;
+  double best         = INFINITY;
+  for (const Tile& t : kTiles) {
+    double tiles = std::ceil(k.m / t.m) * std::ceil(k.n / t.n) * k.batch;
+    double waves = std::ceil(tiles / d.sm_count);
+    // The fill and drain of the K loop cost about gemm_half_k worth of K per tile.
+    double tile_seconds = 2.0 * t.m * t.n * (k.k + c.gemm_half_k) / (per_sm * t.relative_efficiency);
+    best                = std::min(best, waves * tile_seconds);
+  }
+  double memory = k.bytes / (d.memory_bandwidth_Bps * c.memory_efficiency);
+  return std::max(best, memory) + c.kernel_overhead_s;
+}
+
+double attention_seconds(const Kernel& k, const Device& d, const std::string& precision)
+{
+  const auto& c = d.calibration;
+  // Short sequences leave the kernel's tiles under-filled.
+  double fill   = k.n / (k.n + 256.0);
+  double peak   = d.peak(precision == "fp8" ? "bf16" : precision);
+  double math   = k.flops() / (peak * c.attention_efficiency * fill);
+  double memory = k.bytes / (d.memory_bandwidth_Bps * c.memory_efficiency);
+  return std::max(math, memory) + c.kernel_overhead_s;
+}
+
+double kernel_seconds(const Kernel& k, const Device& d, const std::string& precision)
+{
+  switch (k.kind) {
+  case KernelKind::Gemm: return gemm_seconds(k, d, precision);
+  case KernelKind::Attention: return attention_seconds(k, d, precision);
+  case KernelKind::Memory:
+    return k.bytes / (d.memory_bandwidth_Bps * d.calibration.memory_efficiency) + d.calibration.kernel_overhead_s;
+  }
+  return 0;
+}
+
+const bool registered = ComputeModelRegistry::add(
+    "kernel", "shape-aware: GEMM tile and wave quantisation, fused attention, bandwidth-bound kernels",
+    ComputeModel{kernel_seconds});
+
+} // namespace
+} // namespace stepsim

@@ -1,0 +1,54 @@
+// Ring collectives (NCCL's ring): the buffer is cut into n chunks that travel around the ring.
+// All-reduce = reduce-scatter (n-1 steps) then all-gather (n-1 steps), each step moving S/n per
+// member, so an all-reduce costs 2(n-1)/n·S/B + 2(n-1)·latency. All-to-all sends each peer its
+// chunk directly, one peer per step.
+#include "models/collective.hpp"
+
+namespace stepsim {
+namespace {
+
+int ring_steps(CollectiveOp op, int n)
+{
+  if (n <= 1)
+    return 0;
+  switch (op) {
+  case CollectiveOp::AllReduce: return 2 * (n - 1);
+  case CollectiveOp::AllGather:
+  case CollectiveOp::ReduceScatter:
+  case CollectiveOp::Broadcast:
+  case CollectiveOp::Reduce:
+  case CollectiveOp::AllToAll: return n - 1;
+  }
+  return 0;
+}
+
+CollectiveStep ring_step(CollectiveOp op, int n, int member, int step, double bytes)
+{
+  CollectiveStep s;
+  s.bytes = bytes / n;
+  if (op == CollectiveOp::AllToAll) {
+    s.send_to   = (member + step + 1) % n;
+    s.recv_from = (member - step - 1 + n) % n;
+    return s;
+  }
+  s.send_to   = (member + 1) % n;
+  s.recv_from = (member - 1 + n) % n;
+  if (op == CollectiveOp::Broadcast || op == CollectiveOp::Reduce) {
+    // A pipelined chain rooted at member 0 (broadcast) or ending there (reduce): the whole buffer
+    // passes each link once, cut into n-1 pieces.
+    s.bytes = bytes / (n - 1);
+    bool first = op == CollectiveOp::Broadcast ? member == 0 : member == 1 % n;
+    bool last  = op == CollectiveOp::Broadcast ? member == n - 1 : member == 0;
+    if (last)
+      s.send_to = -1;
+    if (first)
+      s.recv_from = -1;
+  }
+  return s;
+}
+
+const bool registered = CollectiveRegistry::add("ring", "NCCL's ring: n-1 (or 2(n-1)) steps of S/n to the next member",
+                                                CollectiveAlgorithm{ring_steps, ring_step});
+
+} // namespace
+} // namespace stepsim

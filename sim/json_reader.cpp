@@ -1,0 +1,278 @@
+#include "sim/json_reader.hpp"
+
+#include "sim/units.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace stepsim {
+
+const nlohmann::json JsonReader::empty_object_ = nlohmann::json::object();
+
+namespace {
+std::string type_name(const nlohmann::json& v)
+{
+  if (v.is_null())
+    return "null";
+  if (v.is_boolean())
+    return "a boolean";
+  if (v.is_number())
+    return fmt::format("the number {}", v.dump());
+  if (v.is_string())
+    return fmt::format("the string {}", v.dump());
+  if (v.is_array())
+    return "an array";
+  return "an object";
+}
+
+std::string choices_text(const std::vector<std::string>& choices)
+{
+  std::string out;
+  for (size_t i = 0; i < choices.size(); ++i)
+    out += (i == 0 ? "" : ", ") + fmt::format("\"{}\"", choices[i]);
+  return out;
+}
+} // namespace
+
+JsonReader::JsonReader(const nlohmann::json& node, std::string path, Problems& problems)
+    : node_(&node), path_(std::move(path)), problems_(&problems)
+{
+  if (!node_->is_object()) {
+    problems_->add(path_.empty() ? "(top level)" : path_, "expected an object, got " + type_name(*node_));
+    node_ = &empty_object_;
+  }
+}
+
+bool JsonReader::has(const std::string& key) const { return node_->contains(key); }
+
+std::string JsonReader::path_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+const nlohmann::json* JsonReader::raw(const std::string& key)
+{
+  known_.insert(key);
+  auto it = node_->find(key);
+  return it == node_->end() ? nullptr : &*it;
+}
+
+const nlohmann::json* JsonReader::lookup(const std::string& key, bool required, const char* expected)
+{
+  const nlohmann::json* v = raw(key);
+  if (v == nullptr && required)
+    problems_->add(path_of(key), fmt::format("required field is missing (expected {})", expected));
+  return v;
+}
+
+long long JsonReader::integer(const std::string& key, std::optional<long long> fallback, long long minimum)
+{
+  const char* expected = minimum == 1 ? "a positive integer" : "an integer";
+  const nlohmann::json* v = lookup(key, !fallback.has_value(), expected);
+  if (v == nullptr)
+    return fallback.value_or(minimum);
+  if (!v->is_number_integer() && !(v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
+                                   std::fabs(v->get<double>()) < 9e15)) {
+    problems_->add(path_of(key), fmt::format("expected {}, got {}", expected, type_name(*v)));
+    return fallback.value_or(minimum);
+  }
+  long long value = v->is_number_integer() ? v->get<long long>() : static_cast<long long>(v->get<double>());
+  if (value < minimum) {
+    problems_->add(path_of(key), fmt::format("expected an integer >= {}, got {}", minimum, value));
+    return fallback.value_or(minimum);
+  }
+  return value;
+}
+
+double JsonReader::number(const std::string& key, std::optional<double> fallback, double minimum, bool exclusive)
+{
+  const nlohmann::json* v = lookup(key, !fallback.has_value(), "a number");
+  if (v == nullptr)
+    return fallback.value_or(minimum);
+  if (!v->is_number()) {
+    problems_->add(path_of(key), fmt::format("expected a number, got {}", type_name(*v)));
+    return fallback.value_or(minimum);
+  }
+  double value = v->get<double>();
+  if (!std::isfinite(value) || value < minimum || (exclusive && value == minimum)) {
+    problems_->add(path_of(key),
+                   fmt::format("expected a number {} {}, got {}", exclusive ? ">" : ">=", minimum, v->dump()));
+    return fallback.value_or(minimum);
+  }
+  return value;
+}
+
+std::string JsonReader::text(const std::string& key, std::optional<std::string> fallback,
+                             const std::vector<std::string>& choices)
+{
+  std::string expected = choices.empty() ? "a string" : "one of " + choices_text(choices);
+  const nlohmann::json* v = lookup(key, !fallback.has_value(), expected.c_str());
+  if (v == nullptr)
+    return fallback.value_or("");
+  if (!v->is_string()) {
+    problems_->add(path_of(key), fmt::format("expected {}, got {}", expected, type_name(*v)));
+    return fallback.value_or(choices.empty() ? "" : choices.front());
+  }
+  std::string value = v->get<std::string>();
+  if (!choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end()) {
+    std::string near = closest_name(value, choices);
+    problems_->add(path_of(key), fmt::format("unknown value \"{}\"{}; expected {}", value,
+                                             near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
+                                             expected));
+    return fallback.value_or(choices.front());
+  }
+  return value;
+}
+
+bool JsonReader::boolean(const std::string& key, std::optional<bool> fallback)
+{
+  const nlohmann::json* v = lookup(key, !fallback.has_value(), "true or false");
+  if (v == nullptr)
+    return fallback.value_or(false);
+  if (!v->is_boolean()) {
+    problems_->add(path_of(key), fmt::format("expected true or false, got {}", type_name(*v)));
+    return fallback.value_or(false);
+  }
+  return v->get<bool>();
+}
+
+double JsonReader::with_unit(const std::string& key, std::optional<double> fallback, const char* expected,
+                             std::optional<double> (*parse)(const std::string&))
+{
+  const nlohmann::json* v = lookup(key, !fallback.has_value(), expected);
+  if (v == nullptr)
+    return fallback.value_or(0.0);
+  std::optional<double> value;
+  if (v->is_number())
+    value = v->get<double>();
+  else if (v->is_string())
+    value = parse(v->get<std::string>());
+  if (!value || !std::isfinite(*value) || *value < 0) {
+    problems_->add(path_of(key), fmt::format("expected {}, got {}", expected, type_name(*v)));
+    return fallback.value_or(0.0);
+  }
+  return *value;
+}
+
+double JsonReader::bandwidth(const std::string& key, std::optional<double> fallback)
+{
+  double value = with_unit(key, fallback, "a bandwidth such as \"200Gbps\" or \"300GBps\"", units::parse_bandwidth);
+  if (value <= 0 && has(key)) {
+    problems_->add(path_of(key), "expected a bandwidth above zero");
+    return fallback.value_or(1.0);
+  }
+  return value;
+}
+
+double JsonReader::time(const std::string& key, std::optional<double> fallback)
+{
+  return with_unit(key, fallback, "a time such as \"1.5us\"", units::parse_time);
+}
+
+double JsonReader::bytes(const std::string& key, std::optional<double> fallback)
+{
+  return with_unit(key, fallback, "a size such as \"25MB\"", units::parse_bytes);
+}
+
+JsonReader JsonReader::object(const std::string& key, bool required)
+{
+  const nlohmann::json* v = lookup(key, required, "an object");
+  if (v == nullptr)
+    return JsonReader(empty_object_, path_of(key), *problems_);
+  return JsonReader(*v, path_of(key), *problems_);
+}
+
+std::vector<JsonReader> JsonReader::array_of_objects(const std::string& key, bool required)
+{
+  std::vector<JsonReader> out;
+  const nlohmann::json* v = lookup(key, required, "an array of objects");
+  if (v == nullptr)
+    return out;
+  if (!v->is_array() || v->empty()) {
+    problems_->add(path_of(key), fmt::format("expected a non-empty array of objects, got {}", type_name(*v)));
+    return out;
+  }
+  for (size_t i = 0; i < v->size(); ++i)
+    out.emplace_back((*v)[i], fmt::format("{}[{}]", path_of(key), i), *problems_);
+  return out;
+}
+
+void JsonReader::reject_unknown_keys()
+{
+  std::vector<std::string> valid(known_.begin(), known_.end());
+  for (const auto& [key, value] : node_->items()) {
+    if (known_.count(key) != 0)
+      continue;
+    std::string near = closest_name(key, valid);
+    problems_->add(path_of(key), near.empty() ? std::string("unknown key")
+                                              : fmt::format("unknown key (did you mean \"{}\"?)", near));
+  }
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& what)
+{
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // Turn the byte offset into a line and column a user can jump to.
+    size_t line = 1, column = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string reason = e.what();
+    auto colon         = reason.rfind(": ");
+    if (colon != std::string::npos)
+      reason = reason.substr(colon + 2);
+    throw InputError({fmt::format("{}: malformed JSON at line {}, column {}: {}", what, line, column, reason)});
+  }
+}
+
+nlohmann::json read_json_file(const std::string& file)
+{
+  std::ifstream in(file);
+  if (!in)
+    throw InputError({fmt::format("{}: cannot open the file", file)});
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_json_text(buffer.str(), file);
+}
+
+void set_by_path(nlohmann::json& document, const std::string& assignment)
+{
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError({fmt::format("--set {}: expected path=value, e.g. parallelism.tensor=4", assignment)});
+  std::string path  = assignment.substr(0, eq);
+  std::string value = assignment.substr(eq + 1);
+  nlohmann::json* node = &document;
+  size_t start         = 0;
+  while (true) {
+    size_t dot       = path.find('.', start);
+    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty())
+      throw InputError({fmt::format("--set {}: empty name in the path", path)});
+    if (node->is_array()) {
+      char* end   = nullptr;
+      long  index = std::strtol(part.c_str(), &end, 10);
+      if (*end != '\0' || index < 0 || static_cast<size_t>(index) >= node->size())
+        throw InputError({fmt::format("--set {}: \"{}\" is not an index of that array", path, part)});
+      node = &(*node)[static_cast<size_t>(index)];
+    } else {
+      if (!node->is_object() && !node->is_null())
+        throw InputError({fmt::format("--set {}: \"{}\" is inside a value that is not an object", path, part)});
+      node = &(*node)[part];
+    }
+    if (dot == std::string::npos)
+      break;
+    start = dot + 1;
+  }
+  nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
+  *node                 = parsed.is_discarded() ? nlohmann::json(value) : parsed;
+}
+
+} // namespace stepsim

@@ -1,0 +1,33 @@
+// One GPU kernel with its shape, as the workload lowers a layer. Cost models turn a Kernel and a
+// device into seconds; the workload never decides how long anything takes.
+#pragma once
+
+#include <string>
+
+namespace stepsim {
+
+enum class KernelKind {
+  Gemm,      // batch × (m×k)·(k×n)
+  Attention, // fused (FlashAttention-style) attention over batch_heads × seq_q × seq_k × head_dim
+  Memory,    // bandwidth-bound: elementwise, norms, softmax, optimizer
+};
+
+struct Kernel {
+  KernelKind kind = KernelKind::Memory;
+  std::string name;
+  double m = 0, n = 0, k = 0, batch = 1; // Gemm; Attention uses m = seq_q, n = seq_k, k = head_dim
+  bool causal   = false;                 // Attention
+  bool backward = false;                 // Attention backward recomputes and runs five matmuls
+  double bytes  = 0;                     // bytes read and written (Memory), or element bytes (Gemm)
+  double element_bytes = 2;
+
+  // FLOPs the kernel really performs (causal attention skips the masked half).
+  double flops() const;
+};
+
+Kernel gemm(std::string name, double m, double n, double k, double element_bytes, double batch = 1);
+Kernel memory_kernel(std::string name, double bytes);
+Kernel attention_kernel(std::string name, double batch_heads, double seq, double head_dim, bool causal, bool backward,
+                        double element_bytes);
+
+} // namespace stepsim

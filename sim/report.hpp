@@ -1,0 +1,62 @@
+// The report of one simulated step: the contract of the design notes (top-level keys are fixed;
+// fields may be added). Plain data; to_json and to_table render it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+struct StageReport {
+  int stage = 0;
+  int rank  = 0;           // the rank whose timeline this is
+  double compute_s = 0;    // union of compute-stream intervals
+  double comm_s    = 0;    // union of communication-stream intervals
+  double exposed_comm_s = 0;
+  double bubble_s  = 0;    // neither computing nor communicating
+  double bubble_fraction = 0;
+  double textbook_bubble_fraction = 0;
+  double memory_bytes = 0;
+};
+
+struct MemoryBreakdown {
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0;
+  double total() const { return weights + gradients + optimizer + activations + buffers; }
+};
+
+struct Report {
+  std::string name;
+  int gpus = 0;
+  std::string device;
+  std::string schedule;
+  std::string fidelity;
+  int micro_batches = 0;
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double samples_per_s = 0;
+  double model_flops_per_step = 0;
+  double model_tflops_per_gpu = 0;
+  double hardware_tflops_per_gpu = 0;
+  double mfu = 0;
+  double hfu = 0;
+  double bubble_fraction = 0; // the largest over stages
+  double comm_s = 0;          // the rank with the most exposed communication
+  double exposed_comm_s = 0;
+  double overlap = 0;
+  double memory_peak_bytes = 0;
+  double memory_capacity_bytes = 0;
+  bool fits_in_memory = true;
+  MemoryBreakdown memory; // of the rank with the peak
+  std::vector<StageReport> stages;
+  long long simulated_ranks = 0;
+  long long activities = 0;
+};
+
+nlohmann::json to_json(const Report& r);
+// The inverse of to_json (reports cross process boundaries in sweeps and tests).
+Report report_from_json(const nlohmann::json& j);
+std::string to_table(const Report& r);
+
+} // namespace stepsim

@@ -1,0 +1,72 @@
+#include "sim/task_graph.hpp"
+
+namespace stepsim {
+
+const char* stream_name(Stream s)
+{
+  switch (s) {
+  case Stream::Compute: return "compute";
+  case Stream::Tensor: return "tensor";
+  case Stream::Data: return "data";
+  case Stream::SendNext: return "send_next";
+  case Stream::SendPrev: return "send_prev";
+  case Stream::RecvPrev: return "recv_prev";
+  case Stream::RecvNext: return "recv_next";
+  case Stream::Context: return "context";
+  case Stream::Expert: return "expert";
+  }
+  return "?";
+}
+
+const char* pass_name(Pass p)
+{
+  switch (p) {
+  case Pass::Forward: return "forward";
+  case Pass::Backward: return "backward";
+  case Pass::BackwardInput: return "backward_input";
+  case Pass::BackwardWeight: return "backward_weight";
+  case Pass::Recompute: return "recompute";
+  case Pass::Optimizer: return "optimizer";
+  case Pass::Other: return "other";
+  }
+  return "?";
+}
+
+const char* collective_name(CollectiveOp op)
+{
+  switch (op) {
+  case CollectiveOp::AllReduce: return "all_reduce";
+  case CollectiveOp::AllGather: return "all_gather";
+  case CollectiveOp::ReduceScatter: return "reduce_scatter";
+  case CollectiveOp::AllToAll: return "all_to_all";
+  case CollectiveOp::Broadcast: return "broadcast";
+  case CollectiveOp::Reduce: return "reduce";
+  }
+  return "?";
+}
+
+double Work::flops() const
+{
+  double total = 0;
+  for (const auto& k : kernels)
+    total += k.flops();
+  return total;
+}
+
+TaskId ProgramBuilder::add(const Task& task)
+{
+  TaskId id   = boost::add_vertex(task, program_.graph);
+  auto& last  = last_[static_cast<size_t>(task.stream)];
+  if (last != kNone)
+    boost::add_edge(last, id, program_.graph);
+  last = id;
+  return id;
+}
+
+void ProgramBuilder::depends(TaskId later, TaskId earlier)
+{
+  if (earlier != kNone && later != kNone)
+    boost::add_edge(earlier, later, program_.graph);
+}
+
+} // namespace stepsim

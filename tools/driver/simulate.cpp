@@ -1,0 +1,227 @@
+#include "tools/driver/simulate.hpp"
+
+#include "models/collective.hpp"
+#include "models/compute_model.hpp"
+#include "models/device.hpp"
+#include "models/memory.hpp"
+#include "sim/json_reader.hpp"
+#include "sim/metrics.hpp"
+#include "sim/replay.hpp"
+#include "topologies/platform.hpp"
+#include "workloads/lower.hpp"
+#include "workloads/schedule.hpp"
+
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace stepsim {
+
+Scenario scenario_from_json(const nlohmann::json& document, const std::string& base_dir)
+{
+  Scenario s = parse_scenario(document, base_dir);
+  validate(s);
+  return s;
+}
+
+Scenario load_scenario(const std::string& file, const std::vector<std::string>& assignments)
+{
+  nlohmann::json document = read_json_file(file);
+  for (const auto& a : assignments)
+    set_by_path(document, a);
+  return scenario_from_json(document, std::filesystem::path(file).parent_path().string());
+}
+
+void validate(const Scenario& s)
+{
+  Problems problems;
+  auto check = [&](auto&& fn) {
+    try {
+      fn();
+    } catch (const InputError& e) {
+      for (const auto& p : e.problems())
+        problems.add("", p);
+    }
+  };
+  for (size_t i = 0; i < s.platform.node_groups.size(); ++i)
+    check([&] { load_device(s.platform.node_groups[i].gpu, fmt::format("platform.node_groups[{}].gpu", i)); });
+  check([&] {
+    const auto& schedule = ScheduleRegistry::get(s.parallelism.schedule, "parallelism.schedule");
+    if (schedule.needs_virtual_stages && s.parallelism.virtual_stages < 2)
+      throw InputError({fmt::format("parallelism.virtual_stages: schedule \"{}\" needs virtual_stages >= 2, got {}",
+                                    s.parallelism.schedule, s.parallelism.virtual_stages)});
+    if (!schedule.needs_virtual_stages && s.parallelism.virtual_stages > 1)
+      throw InputError({fmt::format("parallelism.virtual_stages: {} chunks need an interleaved schedule, not \"{}\"",
+                                    s.parallelism.virtual_stages, s.parallelism.schedule)});
+  });
+  check([&] { CollectiveRegistry::get(s.simulation.collective_algorithm, "simulation.collective_algorithm"); });
+  check([&] { ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model"); });
+  check([&] { FabricRegistry::get(s.platform.network.topology, "platform.network.topology"); });
+  if (s.platform.node_groups.size() > 1)
+    problems.add("platform.node_groups", "several node groups in one job are not supported yet; use one group");
+  problems.throw_if_any();
+}
+
+namespace {
+
+void fill_analytic(const Scenario& s, const Device& device, Report& r)
+{
+  const auto& shape_schedule = ScheduleRegistry::get(s.parallelism.schedule, "parallelism.schedule");
+  PipelineShape shape{s.parallelism.pipeline, static_cast<int>(s.micro_batches_per_replica()),
+                      s.parallelism.virtual_stages};
+  r.name                  = s.name;
+  r.gpus                  = s.platform.total_gpus();
+  r.device                = device.name;
+  r.schedule              = s.parallelism.schedule;
+  r.fidelity              = s.simulation.fidelity;
+  r.micro_batches         = shape.micro_batches;
+  r.model_flops_per_step  = model_flops_per_step(s);
+  r.memory_capacity_bytes = device.memory_bytes;
+  r.stages.clear();
+  for (int stage = 0; stage < s.parallelism.pipeline; ++stage) {
+    StageReport st;
+    st.stage                    = stage;
+    st.textbook_bubble_fraction = shape_schedule.textbook_bubble(shape);
+    MemoryBreakdown m           = stage_memory(s, stage, shape_schedule.peak_in_flight(stage, shape));
+    st.memory_bytes             = m.total();
+    if (m.total() >= r.memory_peak_bytes) {
+      r.memory_peak_bytes = m.total();
+      r.memory            = m;
+    }
+    r.stages.push_back(st);
+  }
+  r.fits_in_memory = r.memory_peak_bytes <= device.memory_bytes;
+}
+
+void silence_simgrid()
+{
+  xbt_log_control_set("root.thres:critical");
+}
+
+} // namespace
+
+Report analytic_report(const Scenario& s)
+{
+  Device device = load_device(s.platform.node_groups.front().gpu, "platform.node_groups[0].gpu");
+  Report r;
+  fill_analytic(s, device, r);
+  return r;
+}
+
+Report simulate(const Scenario& s)
+{
+  Device device = load_device(s.platform.node_groups.front().gpu, "platform.node_groups[0].gpu");
+  Report r;
+  fill_analytic(s, device, r);
+
+  Workload workload = lower(s);
+  assign_work_seconds(workload, device, ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model"),
+                      s.training.precision);
+
+  silence_simgrid();
+  int argc    = 1;
+  char name[] = "stepsim";
+  char* argv[] = {name, nullptr};
+  simgrid::s4u::Engine engine(&argc, argv);
+  configure_network_model();
+  BuiltPlatform platform = build_platform(s.platform);
+  ReplayResult result =
+      replay(workload, platform.gpus, CollectiveRegistry::get(s.simulation.collective_algorithm, "simulation.collective_algorithm"));
+
+  if (!std::isfinite(result.end_s) || result.end_s <= 0)
+    throw std::runtime_error(fmt::format("the simulation ended at {} s, which is not a step time", result.end_s));
+  r.step_time_s     = result.end_s;
+  r.simulated_ranks = static_cast<long long>(workload.ranks.size());
+  r.activities      = result.activities;
+
+  // Per stage: the simulated rank of that stage with the most exposed communication.
+  std::vector<bool> seen(r.stages.size(), false);
+  for (size_t i = 0; i < workload.ranks.size(); ++i) {
+    RankMetrics m   = rank_metrics(workload.ranks[i], result.ranks[i]);
+    StageReport& st = r.stages[static_cast<size_t>(workload.ranks[i].stage)];
+    if (seen[static_cast<size_t>(st.stage)] && m.exposed_comm_s <= st.exposed_comm_s)
+      continue;
+    seen[static_cast<size_t>(st.stage)] = true;
+    st.rank            = workload.ranks[i].rank;
+    st.compute_s       = m.compute_s;
+    st.comm_s          = m.comm_s;
+    st.exposed_comm_s  = m.exposed_comm_s;
+    st.bubble_s        = std::max(0.0, r.step_time_s - m.busy_s);
+    st.bubble_fraction = st.bubble_s / r.step_time_s;
+  }
+  for (const auto& st : r.stages) {
+    r.bubble_fraction = std::max(r.bubble_fraction, st.bubble_fraction);
+    if (st.exposed_comm_s >= r.exposed_comm_s && st.comm_s > 0) {
+      r.exposed_comm_s = st.exposed_comm_s;
+      r.comm_s         = st.comm_s;
+    }
+  }
+  r.overlap = r.comm_s > 0 ? 1.0 - r.exposed_comm_s / r.comm_s : 1.0;
+
+  const double gpus          = r.gpus;
+  r.samples_per_s            = double(s.training.global_batch_size) / r.step_time_s;
+  r.tokens_per_s             = r.samples_per_s * s.model.seq_length;
+  r.model_tflops_per_gpu     = r.model_flops_per_step / r.step_time_s / gpus / 1e12;
+  r.hardware_tflops_per_gpu  = hardware_flops_per_step(s) / r.step_time_s / gpus / 1e12;
+  const double peak          = device.peak(s.training.precision);
+  r.mfu                      = r.model_tflops_per_gpu * 1e12 / peak;
+  r.hfu                      = r.hardware_tflops_per_gpu * 1e12 / peak;
+  return r;
+}
+
+Report simulate_isolated(const Scenario& s)
+{
+  int fds[2];
+  if (pipe(fds) != 0)
+    throw std::runtime_error("cannot create a pipe for the simulation process");
+  pid_t pid = fork();
+  if (pid < 0)
+    throw std::runtime_error("cannot fork the simulation process");
+  if (pid == 0) {
+    close(fds[0]);
+    nlohmann::json out;
+    try {
+      out["report"] = to_json(simulate(s));
+    } catch (const InputError& e) {
+      out["input_error"] = e.problems();
+    } catch (const std::exception& e) {
+      out["error"] = e.what();
+    }
+    std::string text = out.dump();
+    size_t written   = 0;
+    while (written < text.size()) {
+      ssize_t n = write(fds[1], text.data() + written, text.size() - written);
+      if (n <= 0)
+        break;
+      written += static_cast<size_t>(n);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = read(fds[0], buffer, sizeof buffer)) > 0)
+    text.append(buffer, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (text.empty())
+    throw std::runtime_error(fmt::format("the simulation process died (status {})", status));
+  nlohmann::json out = nlohmann::json::parse(text);
+  if (out.contains("input_error"))
+    throw InputError(out["input_error"].get<std::vector<std::string>>());
+  if (out.contains("error"))
+    throw std::runtime_error(out["error"].get<std::string>());
+  return report_from_json(out["report"]);
+}
+
+} // namespace stepsim

@@ -1,0 +1,29 @@
+// The whole road of the design notes, wired: scenario → workload → costs → SimGrid replay →
+// report. The command line, sweeps and tests all come through here.
+#pragma once
+
+#include "sim/report.hpp"
+#include "sim/scenario.hpp"
+
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+// Reads a scenario file, applies `--set path=value` assignments, parses and validates it.
+Scenario load_scenario(const std::string& file, const std::vector<std::string>& assignments = {});
+// Parses and validates an in-memory document (tests, sweeps).
+Scenario scenario_from_json(const nlohmann::json& document, const std::string& base_dir = ".");
+
+// Checks what needs the registries and the device catalogue; throws InputError naming each path.
+void validate(const Scenario& s);
+
+// Simulates one step in this process. SimGrid allows one engine per process, so a process calls
+// this once; simulate_isolated runs it in a child process and may be called any number of times.
+Report simulate(const Scenario& s);
+Report simulate_isolated(const Scenario& s);
+
+// Report fields that need no simulation (FLOPs, memory).
+Report analytic_report(const Scenario& s);
+
+} // namespace stepsim

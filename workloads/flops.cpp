@@ -1,0 +1,33 @@
+#include "workloads/lower.hpp"
+
+namespace stepsim {
+
+namespace {
+double forward_flops_per_token(const ModelSpec& m, double seq)
+{
+  double h      = m.hidden_size;
+  double kv     = h / m.num_attention_heads * m.num_query_groups;
+  double mlp    = (m.mlp == "swiglu" ? 3.0 : 2.0) * h * m.ffn_hidden_size * (m.num_experts > 0 ? m.moe_top_k : 1);
+  double layer  = 2.0 * (h * (h + 2 * kv) + h * h + mlp) + 4.0 * seq * h;
+  return m.num_layers * layer + 2.0 * h * m.vocab_size;
+}
+} // namespace
+
+double model_flops_per_step(const Scenario& s)
+{
+  double tokens = double(s.training.global_batch_size) * s.model.seq_length;
+  return 3.0 * tokens * forward_flops_per_token(s.model, s.model.seq_length);
+}
+
+double hardware_flops_per_step(const Scenario& s)
+{
+  double tokens  = double(s.training.global_batch_size) * s.model.seq_length;
+  double forward = tokens * forward_flops_per_token(s.model, s.model.seq_length);
+  if (s.training.recompute == "full")
+    return 4.0 * forward - tokens * 2.0 * s.model.hidden_size * s.model.vocab_size; // the head is not recomputed
+  if (s.training.recompute == "selective")
+    return 3.0 * forward + tokens * s.model.num_layers * 4.0 * s.model.seq_length * s.model.hidden_size;
+  return 3.0 * forward;
+}
+
+} // namespace stepsim

@@ -1,0 +1,19 @@
+// Lowers a scenario (model × parallel plan × pipeline schedule) into the task graphs of the ranks
+// to simulate. Reduced fidelity lowers one representative rank per pipeline stage (tensor,
+// context and data index 0); full fidelity lowers every rank. Durations are not set here.
+#pragma once
+
+#include "sim/scenario.hpp"
+#include "sim/task_graph.hpp"
+
+namespace stepsim {
+
+Workload lower(const Scenario& s);
+
+// Model FLOPs of one step (no recompute), Megatron's accounting: attention scores over the whole
+// sequence, backward twice the forward.
+double model_flops_per_step(const Scenario& s);
+// FLOPs the hardware runs in one step, recompute included.
+double hardware_flops_per_step(const Scenario& s);
+
+} // namespace stepsim

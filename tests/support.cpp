@@ -1,0 +1,93 @@
+#include "support.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace stepsim::testing {
+
+nlohmann::json small_scenario(int pipeline, int data, int micro_batches)
+{
+  return {
+      {"name", "small"},
+      {"model",
+       {{"num_layers", 4 * pipeline}, {"hidden_size", 1024}, {"num_attention_heads", 16}, {"seq_length", 1024},
+        {"vocab_size", 32000}}},
+      {"training",
+       {{"global_batch_size", micro_batches * data}, {"micro_batch_size", 1}, {"precision", "bf16"},
+        {"recompute", "none"}}},
+      {"parallelism", {{"tensor", 1}, {"pipeline", pipeline}, {"data", data}, {"schedule", "1f1b"}}},
+      {"platform",
+       {{"node_groups",
+         {{{"count", pipeline * data},
+           {"gpu", "A100-SXM4-80GB"},
+           {"gpus_per_node", 1},
+           {"intra_node", {{"type", "nvswitch"}, {"bandwidth", "300GBps"}, {"latency", 0}}},
+           {"nic", {{"count", 1}, {"bandwidth", "1000000TBps"}, {"latency", 0}}}}}},
+        {"network", {{"topology", "fat_tree"}}}}}};
+}
+
+nlohmann::json in_child(const std::function<nlohmann::json()>& body)
+{
+  int fds[2];
+  if (pipe(fds) != 0)
+    throw std::runtime_error("pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string text;
+    try {
+      text = body().dump();
+    } catch (const std::exception& e) {
+      text = nlohmann::json{{"error", e.what()}}.dump();
+    }
+    if (write(fds[1], text.data(), text.size()) < 0)
+      _exit(1);
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buffer, sizeof buffer)) > 0)
+    text.append(buffer, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (text.empty())
+    throw std::runtime_error("the child process died");
+  auto j = nlohmann::json::parse(text);
+  if (j.is_object() && j.contains("error"))
+    throw std::runtime_error(j["error"].get<std::string>());
+  return j;
+}
+
+CommandResult run_stepsim(const std::string& arguments)
+{
+  std::string command = std::string(STEPSIM_BINARY) + " " + arguments + " 2>&1";
+  FILE* pipe          = popen(command.c_str(), "r");
+  if (pipe == nullptr)
+    throw std::runtime_error("popen");
+  std::string output;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0)
+    output.append(buffer, n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+std::string write_temp_file(const std::string& name, const std::string& text)
+{
+  auto dir = std::filesystem::temp_directory_path() / ("stepsim-tests-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  auto path = dir / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+} // namespace stepsim::testing

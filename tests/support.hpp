@@ -1,0 +1,28 @@
+// Helpers shared by the tests: scenarios built in code, and running SimGrid work in a child
+// process (SimGrid allows one engine per process).
+#pragma once
+
+#include "sim/scenario.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+
+namespace stepsim::testing {
+
+// A small GPT-style scenario on `nodes` single-GPU nodes, with free-ish links unless changed.
+nlohmann::json small_scenario(int pipeline, int data, int micro_batches);
+
+// Runs `body` in a forked child and returns the JSON it produced.
+nlohmann::json in_child(const std::function<nlohmann::json()>& body);
+
+struct CommandResult {
+  int exit_code;
+  std::string output; // stdout and stderr together
+};
+// Runs the stepsim binary with the given arguments.
+CommandResult run_stepsim(const std::string& arguments);
+std::string write_temp_file(const std::string& name, const std::string& text);
+
+} // namespace stepsim::testing

@@ -1,0 +1,50 @@
+#include "support.hpp"
+
+#include "tools/driver/simulate.hpp"
+#include "workloads/lower.hpp"
+#include "workloads/transformer.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace stepsim;
+
+TEST_CASE("model FLOPs per step equal Megatron's 72·B·s·l·h²·(1 + s/6h + V/12lh)")
+{
+  struct Case {
+    int l, h, a, s, V, B;
+  };
+  auto c = GENERATE(Case{96, 12288, 96, 2048, 51200, 1536}, Case{24, 2304, 24, 2048, 51200, 512},
+                    Case{42, 4096, 32, 1024, 51200, 16}, Case{128, 25600, 160, 2048, 51200, 3072});
+  nlohmann::json doc = testing::small_scenario(1, 1, 1);
+  doc["model"]       = {{"num_layers", c.l}, {"hidden_size", c.h}, {"num_attention_heads", c.a},
+                        {"seq_length", c.s}, {"vocab_size", c.V}};
+  doc["training"]["global_batch_size"] = c.B;
+  Scenario s      = scenario_from_json(doc);
+  double B = c.B, seq = c.s, l = c.l, h = c.h, V = c.V;
+  double megatron = 72.0 * B * seq * l * h * h * (1 + seq / (6 * h) + V / (12 * l * h));
+  CHECK(model_flops_per_step(s) == Approx(megatron).epsilon(0.001));
+  // Full recompute: Megatron's 96·B·s·l·h²(...) counts the recomputed forward (the head is not
+  // recomputed, which the formula ignores).
+  s.training.recompute = "full";
+  double with_recompute = 96.0 * B * seq * l * h * h * (1 + seq / (6 * h) + V / (16 * l * h));
+  CHECK(hardware_flops_per_step(s) == Approx(with_recompute).epsilon(0.001));
+}
+
+TEST_CASE("parameter count of GPT-3 175B")
+{
+  nlohmann::json doc = testing::small_scenario(1, 1, 1);
+  doc["model"] = {{"num_layers", 96}, {"hidden_size", 12288}, {"num_attention_heads", 96}, {"seq_length", 2048},
+                  {"vocab_size", 51200}};
+  Scenario s   = scenario_from_json(doc);
+  CHECK(model_parameters(s.model) == Approx(174.6e9).epsilon(0.01));
+}
+
+TEST_CASE("HuggingFace import of Llama-2-7B gives 6.74 B parameters")
+{
+  nlohmann::json doc = testing::small_scenario(1, 1, 1);
+  doc["model"]       = {{"hf_config", std::string(STEPSIM_SOURCE_DIR) + "/configs/models/llama-2-7b.json"}};
+  Scenario s         = scenario_from_json(doc);
+  CHECK(s.model.num_layers == 32);
+  CHECK(s.model.mlp == "swiglu");
+  CHECK(model_parameters(s.model) == Approx(6.738e9).epsilon(0.005));
+}

@@ -37,6 +37,7 @@ struct PipelineSchedule {
   std::function<int(int stage, const PipelineShape&)> peak_in_flight;
   bool splits_backward      = false; // B is input-gradient only; W passes come separately
   bool needs_virtual_stages = false;
+  bool needs_whole_groups   = false; // micro-batches must be a multiple of the stages
 };
 
 using ScheduleRegistry = Registry<PipelineSchedule>;

@@ -57,6 +57,10 @@ void validate(const Scenario& s)
     if (schedule.needs_virtual_stages && s.parallelism.virtual_stages < 2)
       throw InputError({fmt::format("parallelism.virtual_stages: schedule \"{}\" needs virtual_stages >= 2, got {}",
                                     s.parallelism.schedule, s.parallelism.virtual_stages)});
+    if (schedule.needs_whole_groups && s.micro_batches_per_replica() % s.parallelism.pipeline != 0)
+      throw InputError({fmt::format("training.global_batch_size: schedule \"{}\" needs micro-batches per replica ({}) "
+                                    "to be a multiple of pipeline {}",
+                                    s.parallelism.schedule, s.micro_batches_per_replica(), s.parallelism.pipeline)});
     if (!schedule.needs_virtual_stages && s.parallelism.virtual_stages > 1)
       throw InputError({fmt::format("parallelism.virtual_stages: {} chunks need an interleaved schedule, not \"{}\"",
                                     s.parallelism.virtual_stages, s.parallelism.schedule)});

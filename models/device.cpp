@@ -16,20 +16,22 @@ namespace stepsim {
 
 double Device::peak(const std::string& precision) const
 {
-  auto find = [&](const std::string& p) {
-    auto it = peak_flops.find(p);
-    return it == peak_flops.end() ? 0.0 : it->second;
+  // A precision the device has no tensor-core rate for runs at the next one it has (on a P40,
+  // bf16 runs at the fp32 rate).
+  static const std::map<std::string, std::vector<std::string>> fallbacks = {
+      {"fp32", {"fp32"}},
+      {"tf32", {"tf32", "fp32"}},
+      {"fp16", {"fp16", "fp32"}},
+      {"bf16", {"bf16", "fp16", "fp32"}},
+      {"fp8", {"fp8", "bf16", "fp16", "fp32"}},
   };
-  double v = find(precision);
-  if (v > 0)
-    return v;
-  if (precision == "tf32")
-    return find("fp32");
-  if (precision == "fp8")
-    return find("fp16");
-  if (precision == "bf16")
-    return find("fp16");
-  return find("fp32");
+  auto chain = fallbacks.find(precision);
+  for (const auto& p : chain == fallbacks.end() ? std::vector<std::string>{"fp32"} : chain->second) {
+    auto it = peak_flops.find(p);
+    if (it != peak_flops.end() && it->second > 0)
+      return it->second;
+  }
+  return 0;
 }
 
 std::string config_dir()

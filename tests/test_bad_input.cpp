@@ -91,3 +91,12 @@ TEST_CASE("units parse as SimGrid writes them")
   CHECK_FALSE(units::parse_bandwidth("fast").has_value());
   CHECK_FALSE(units::parse_time("3 parsecs").has_value());
 }
+
+TEST_CASE("every device of the catalogue loads and lists")
+{
+  auto r = testing::run_stepsim("devices");
+  CHECK(r.exit_code == 0);
+  for (const char* name : {"A100-SXM4-80GB", "H100-SXM", "V100-SXM3-32GB", "H200-SXM", "Tesla-P40", "Chiplet-Die"})
+    CHECK(r.output.find(name) != std::string::npos);
+  CHECK(r.output.find(" 0.0 TFLOP/s") == std::string::npos);
+}

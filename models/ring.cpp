@@ -1,8 +1,11 @@
 // Ring collectives (NCCL's ring): the buffer is cut into n chunks that travel around the ring.
 // All-reduce = reduce-scatter (n-1 steps) then all-gather (n-1 steps), each step moving S/n per
 // member, so an all-reduce costs 2(n-1)/n·S/B + 2(n-1)·latency. All-to-all sends each peer its
-// chunk directly, one peer per step.
+// chunk directly, one peer per step. Broadcast and reduce are not implemented here yet.
 #include "models/collective.hpp"
+
+#include <stdexcept>
+#include <string>
 
 namespace stepsim {
 namespace {
@@ -15,11 +18,13 @@ int ring_steps(CollectiveOp op, int n)
   case CollectiveOp::AllReduce: return 2 * (n - 1);
   case CollectiveOp::AllGather:
   case CollectiveOp::ReduceScatter:
-  case CollectiveOp::Broadcast:
-  case CollectiveOp::Reduce:
   case CollectiveOp::AllToAll: return n - 1;
+  case CollectiveOp::Broadcast:
+  case CollectiveOp::Reduce: break;
   }
-  return 0;
+  // A rooted chain needs per-step receive tracking the engine does not have yet; nothing lowers
+  // one today, and a silent zero-cost collective would be a wrong answer.
+  throw std::invalid_argument(std::string("the ring algorithm does not implement ") + collective_name(op));
 }
 
 CollectiveStep ring_step(CollectiveOp op, int n, int member, int step, double bytes)
@@ -33,17 +38,6 @@ CollectiveStep ring_step(CollectiveOp op, int n, int member, int step, double by
   }
   s.send_to   = (member + 1) % n;
   s.recv_from = (member - 1 + n) % n;
-  if (op == CollectiveOp::Broadcast || op == CollectiveOp::Reduce) {
-    // A pipelined chain rooted at member 0 (broadcast) or ending there (reduce): the whole buffer
-    // passes each link once, cut into n-1 pieces.
-    s.bytes = bytes / (n - 1);
-    bool first = op == CollectiveOp::Broadcast ? member == 0 : member == 1 % n;
-    bool last  = op == CollectiveOp::Broadcast ? member == n - 1 : member == 0;
-    if (last)
-      s.send_to = -1;
-    if (first)
-      s.recv_from = -1;
-  }
   return s;
 }
 

@@ -54,6 +54,9 @@ void validate(const Scenario& s)
     check([&] { load_device(s.platform.node_groups[i].gpu, fmt::format("platform.node_groups[{}].gpu", i)); });
   check([&] {
     const auto& schedule = ScheduleRegistry::get(s.parallelism.schedule, "parallelism.schedule");
+    if (schedule.needs_virtual_stages && s.parallelism.pipeline < 2)
+      throw InputError({fmt::format("parallelism.pipeline: schedule \"{}\" needs at least 2 stages, got {}",
+                                    s.parallelism.schedule, s.parallelism.pipeline)});
     if (schedule.needs_virtual_stages && s.parallelism.virtual_stages < 2)
       throw InputError({fmt::format("parallelism.virtual_stages: schedule \"{}\" needs virtual_stages >= 2, got {}",
                                     s.parallelism.schedule, s.parallelism.virtual_stages)});

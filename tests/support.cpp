@@ -1,5 +1,7 @@
 #include "support.hpp"
 
+#include "tools/driver/simulate.hpp"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -32,35 +34,13 @@ nlohmann::json small_scenario(int pipeline, int data, int micro_batches)
 
 nlohmann::json in_child(const std::function<nlohmann::json()>& body)
 {
-  int fds[2];
-  if (pipe(fds) != 0)
-    throw std::runtime_error("pipe");
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    std::string text;
+  auto j = nlohmann::json::parse(run_in_child([&] {
     try {
-      text = body().dump();
+      return body().dump();
     } catch (const std::exception& e) {
-      text = nlohmann::json{{"error", e.what()}}.dump();
+      return nlohmann::json{{"error", e.what()}}.dump();
     }
-    if (write(fds[1], text.data(), text.size()) < 0)
-      _exit(1);
-    close(fds[1]);
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string text;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buffer, sizeof buffer)) > 0)
-    text.append(buffer, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (text.empty())
-    throw std::runtime_error("the child process died");
-  auto j = nlohmann::json::parse(text);
+  }));
   if (j.is_object() && j.contains("error"))
     throw std::runtime_error(j["error"].get<std::string>());
   return j;

@@ -183,7 +183,7 @@ Report simulate(const Scenario& s)
   return r;
 }
 
-Report simulate_isolated(const Scenario& s)
+std::string run_in_child(const std::function<std::string()>& body)
 {
   int fds[2];
   if (pipe(fds) != 0)
@@ -193,15 +193,7 @@ Report simulate_isolated(const Scenario& s)
     throw std::runtime_error("cannot fork the simulation process");
   if (pid == 0) {
     close(fds[0]);
-    nlohmann::json out;
-    try {
-      out["report"] = to_json(simulate(s));
-    } catch (const InputError& e) {
-      out["input_error"] = e.problems();
-    } catch (const std::exception& e) {
-      out["error"] = e.what();
-    }
-    std::string text = out.dump();
+    std::string text = body();
     size_t written   = 0;
     while (written < text.size()) {
       ssize_t n = write(fds[1], text.data() + written, text.size() - written);
@@ -223,7 +215,22 @@ Report simulate_isolated(const Scenario& s)
   waitpid(pid, &status, 0);
   if (text.empty())
     throw std::runtime_error(fmt::format("the simulation process died (status {})", status));
-  nlohmann::json out = nlohmann::json::parse(text);
+  return text;
+}
+
+Report simulate_isolated(const Scenario& s)
+{
+  nlohmann::json out = nlohmann::json::parse(run_in_child([&] {
+    nlohmann::json result;
+    try {
+      result["report"] = to_json(simulate(s));
+    } catch (const InputError& e) {
+      result["input_error"] = e.problems();
+    } catch (const std::exception& e) {
+      result["error"] = e.what();
+    }
+    return result.dump();
+  }));
   if (out.contains("input_error"))
     throw InputError(out["input_error"].get<std::vector<std::string>>());
   if (out.contains("error"))

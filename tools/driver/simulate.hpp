@@ -5,6 +5,7 @@
 #include "sim/report.hpp"
 #include "sim/scenario.hpp"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ void validate(const Scenario& s);
 // this once; simulate_isolated runs it in a child process and may be called any number of times.
 Report simulate(const Scenario& s);
 Report simulate_isolated(const Scenario& s);
+
+// Runs `body` in a forked child process and returns the text it produced (SimGrid's one engine
+// per process makes this the way to run several simulations from one program).
+std::string run_in_child(const std::function<std::string()>& body);
 
 // Report fields that need no simulation (FLOPs, memory).
 Report analytic_report(const Scenario& s);

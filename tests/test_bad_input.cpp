@@ -25,47 +25,24 @@ TEST_CASE("malformed JSON names the line and column")
   expect_rejected("run " + file, "malformed JSON at line 4");
 }
 
-TEST_CASE("wrong type names the JSON path and what was expected")
+// Each bad input as a --set on the default scenario, with the message it must produce.
+TEST_CASE("bad inputs name the JSON path and what was expected")
 {
-  expect_rejected("run " + default_scenario() + " --set parallelism.tensor='\"eight\"'",
-                  "parallelism.tensor: expected a positive integer, got the string \"eight\"");
-}
-
-TEST_CASE("unknown key is reported with the closest valid name")
-{
-  expect_rejected("run " + default_scenario() + " --set parallelism.tensr=8",
-                  "parallelism.tensr: unknown key (did you mean \"tensor\"?)");
-}
-
-TEST_CASE("impossible parallel sizes say how many GPUs they need")
-{
-  expect_rejected("run " + default_scenario() + " --set platform.node_groups.0.count=64",
-                  "parallelism.tensor: 8 × pipeline 16 × data 8 = 1024 GPUs, but the platform has 512");
-}
-
-TEST_CASE("heads not divisible by tensor parallelism")
-{
-  expect_rejected("run " + default_scenario() + " --set parallelism.tensor=5 --set parallelism.data=12 "
-                  "--set platform.node_groups.0.count=120",
-                  "model.num_attention_heads 96 is not divisible by tensor 5");
-}
-
-TEST_CASE("unknown device lists the closest name")
-{
-  expect_rejected("run " + default_scenario() + " --set platform.node_groups.0.gpu=A100-SXM4-80G",
-                  "platform.node_groups[0].gpu: unknown device \"A100-SXM4-80G\" (did you mean \"A100-SXM4-80GB\"?)");
-}
-
-TEST_CASE("unknown schedule lists the valid names")
-{
-  expect_rejected("run " + default_scenario() + " --set parallelism.schedule=1f1bb",
-                  "parallelism.schedule: unknown name \"1f1bb\" (did you mean \"1f1b\"?)");
-}
-
-TEST_CASE("a bandwidth without a unit it understands")
-{
-  expect_rejected("run " + default_scenario() + " --set platform.node_groups.0.nic.bandwidth=200Gbs",
-                  "platform.node_groups[0].nic.bandwidth: expected a bandwidth");
+  auto [sets, message] = GENERATE(table<std::string, std::string>({
+      {"--set parallelism.tensor='\"eight\"'",
+       "parallelism.tensor: expected a positive integer, got the string \"eight\""},
+      {"--set parallelism.tensr=8", "parallelism.tensr: unknown key (did you mean \"tensor\"?)"},
+      {"--set platform.node_groups.0.count=64",
+       "parallelism.tensor: 8 × pipeline 16 × data 8 = 1024 GPUs, but the platform has 512"},
+      {"--set parallelism.tensor=5 --set parallelism.data=12 --set platform.node_groups.0.count=120",
+       "model.num_attention_heads 96 is not divisible by tensor 5"},
+      {"--set platform.node_groups.0.gpu=A100-SXM4-80G",
+       "platform.node_groups[0].gpu: unknown device \"A100-SXM4-80G\" (did you mean \"A100-SXM4-80GB\"?)"},
+      {"--set parallelism.schedule=1f1bb", "parallelism.schedule: unknown name \"1f1bb\" (did you mean \"1f1b\"?)"},
+      {"--set platform.node_groups.0.nic.bandwidth=200Gbs", "platform.node_groups[0].nic.bandwidth: expected a bandwidth"},
+      {"--set parallelism.schedule=interleaved_1f1b", "parallelism.virtual_stages: schedule \"interleaved_1f1b\" needs"},
+  }));
+  expect_rejected("run " + default_scenario() + " " + sets, message);
 }
 
 TEST_CASE("several independent problems are reported together")

@@ -10,25 +10,22 @@
 namespace stepsim {
 namespace {
 
+// 1F1B's order with the W passes put in: after each steady-state B once the warm-up depth is
+// reached, and, in the drain, before each B (a stage waits there for the next stage's gradient,
+// and a pending W fills the wait).
 std::vector<PipeOp> zb_h1_order(int stage, const PipelineShape& shape)
 {
   const int m      = shape.micro_batches;
   const int warmup = std::min(shape.stages - stage - 1, m);
   std::vector<PipeOp> order;
   int next_w = 0;
-  for (int mb = 0; mb < warmup; ++mb)
-    order.push_back({PipeOp::Type::F, mb});
-  for (int i = 0; i < m - warmup; ++i) {
-    order.push_back({PipeOp::Type::F, warmup + i});
-    order.push_back({PipeOp::Type::B, i});
-    if (i >= warmup)
+  for (const PipeOp& op : ScheduleRegistry::get("1f1b", "parallelism.schedule").order(stage, shape)) {
+    const bool drain = op.type == PipeOp::Type::B && op.micro_batch >= m - warmup;
+    if (drain && next_w < op.micro_batch)
       order.push_back({PipeOp::Type::W, next_w++});
-  }
-  // In the drain a stage waits for each gradient from the next stage: a pending W fills the wait.
-  for (int mb = m - warmup; mb < m; ++mb) {
-    if (next_w < mb)
+    order.push_back(op);
+    if (op.type == PipeOp::Type::B && !drain && op.micro_batch >= warmup)
       order.push_back({PipeOp::Type::W, next_w++});
-    order.push_back({PipeOp::Type::B, mb});
   }
   while (next_w < m)
     order.push_back({PipeOp::Type::W, next_w++});

@@ -1,32 +1,17 @@
-// The stepsim command line. Exit codes: 0 success, 1 simulation failure, 2 bad input.
-#include "models/collective.hpp"
-#include "models/compute_model.hpp"
-#include "models/device.hpp"
-#include "sim/input_error.hpp"
-#include "sim/json_reader.hpp"
-#include "topologies/platform.hpp"
-#include "tools/driver/simulate.hpp"
-#include "workloads/schedule.hpp"
+// The stepsim command line: one subcommand per file in this folder (see command.hpp).
+// Exit codes: 0 success, 1 simulation failure or regression, 2 bad input.
+#include "tools/stepsim/command.hpp"
 
-#include <CLI/CLI.hpp>
+#include "sim/input_error.hpp"
+
 #include <fmt/format.h>
 
-#include <chrono>
 #include <fstream>
 #include <iostream>
 
-using namespace stepsim;
+namespace stepsim {
 
-namespace {
-
-template <class R> void print_registry(const char* title)
-{
-  fmt::print("{}:\n", title);
-  for (const auto& [name, item] : R::all())
-    fmt::print("  {:<20} {}\n", name, item.description);
-}
-
-void write_file(const std::string& path, const std::string& text)
+void write_text_file(const std::string& path, const std::string& text)
 {
   std::ofstream out(path);
   if (!out)
@@ -34,22 +19,9 @@ void write_file(const std::string& path, const std::string& text)
   out << text;
 }
 
-int run_command(const std::string& file, const std::vector<std::string>& sets, const std::string& json_out, bool quiet)
-{
-  Scenario s  = load_scenario(file, sets);
-  auto start  = std::chrono::steady_clock::now();
-  Report r    = simulate(s);
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!json_out.empty())
-    write_file(json_out, to_json(r).dump(2) + "\n");
-  if (!quiet) {
-    fmt::print("{}", to_table(r));
-    fmt::print("\n  simulated {} ranks, {} activities in {:.2f} s wall\n", r.simulated_ranks, r.activities, wall);
-  }
-  return 0;
-}
+} // namespace stepsim
 
-} // namespace
+using namespace stepsim;
 
 int main(int argc, char** argv)
 {
@@ -58,25 +30,14 @@ int main(int argc, char** argv)
   app.require_subcommand(1);
   app.footer("Examples:\n  stepsim run configs/scenarios/default.json\n"
              "  stepsim run configs/scenarios/default.json --set parallelism.schedule=gpipe --json report.json\n"
-             "  stepsim validate my_scenario.json\n  stepsim list");
+             "  stepsim validate my_scenario.json\n  stepsim list\n\n"
+             "Run `stepsim COMMAND --help` for a command's options.");
 
-  std::string file, json_out;
-  std::vector<std::string> sets;
-  bool quiet = false;
-  auto* run  = app.add_subcommand("run", "simulate one training step and print its report");
-  run->add_option("FILE", file, "scenario JSON file")->required();
-  run->add_option("--set", sets, "override a field: path=value, e.g. parallelism.tensor=4 (repeatable)");
-  run->add_option("--json", json_out, "write the report as JSON to this file");
-  run->add_flag("--quiet,-q", quiet, "print nothing (use with --json)");
-
-  std::string validate_file;
-  std::vector<std::string> validate_sets;
-  auto* validate_cmd = app.add_subcommand("validate", "check a scenario file and list every problem");
-  validate_cmd->add_option("FILE", validate_file, "scenario JSON file")->required();
-  validate_cmd->add_option("--set", validate_sets, "override a field: path=value");
-
-  auto* list    = app.add_subcommand("list", "list schedules, collective algorithms, fabrics, cost models");
-  auto* devices = app.add_subcommand("devices", "list the device catalogue");
+  std::vector<std::pair<CLI::App*, std::function<int()>>> commands;
+  for (const auto& [name, item] : CommandRegistry::all()) {
+    CLI::App* sub = app.add_subcommand(name, item.description);
+    commands.emplace_back(sub, item.entry.setup(*sub));
+  }
 
   try {
     app.parse(argc, argv);
@@ -86,28 +47,9 @@ int main(int argc, char** argv)
   }
 
   try {
-    if (run->parsed())
-      return run_command(file, sets, json_out, quiet);
-    if (validate_cmd->parsed()) {
-      load_scenario(validate_file, validate_sets);
-      fmt::print("{}: valid\n", validate_file);
-      return 0;
-    }
-    if (list->parsed()) {
-      print_registry<ScheduleRegistry>("schedules (parallelism.schedule)");
-      print_registry<CollectiveRegistry>("collective algorithms (simulation.collective_algorithm)");
-      print_registry<FabricRegistry>("fabrics (platform.network.topology)");
-      print_registry<ComputeModelRegistry>("compute models (simulation.compute_model)");
-      return 0;
-    }
-    if (devices->parsed()) {
-      for (const auto& name : device_names()) {
-        Device d = load_device(name, "device");
-        fmt::print("  {:<20} {:>7.1f} TFLOP/s bf16  {:>6.0f} GB  {:>6.0f} GB/s  {:>4} SMs\n", name, d.peak("bf16") / 1e12,
-                   d.memory_bytes / 1e9, d.memory_bandwidth_Bps / 1e9, d.sm_count);
-      }
-      return 0;
-    }
+    for (auto& [sub, action] : commands)
+      if (sub->parsed())
+        return action();
   } catch (const InputError& e) {
     for (const auto& p : e.problems())
       std::cerr << "error: " << p << "\n";

@@ -3,7 +3,9 @@ BUILD_DIR ?= build/release
 JOBS ?= $(shell nproc)
 SCENARIO ?= configs/scenarios/default.json
 
-.PHONY: all deps build run test debug sanitize clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps build run test bench debug sanitize fuzz clean
 
 all: build
 
@@ -22,13 +24,33 @@ run: build
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# Speed and memory on fixed scenarios from 64 to 16,384 GPUs and a 1,024-point sweep (issue 8);
+# the README keeps the latest table.
+bench: build
+	$(BUILD_DIR)/stepsim_bench --markdown $(BUILD_DIR)/bench.md
+
 debug: deps
 	cmake -S . -B build/debug -DCMAKE_BUILD_TYPE=Debug && cmake --build build/debug -j $(JOBS)
+
+# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer; any report fails the test
+# that caused it (the stepsim children the tests start inherit the options).
+SANITIZER_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 sanitize: deps
 	cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSIM_SANITIZE=ON
 	cmake --build build/sanitize -j $(JOBS)
-	cd build/sanitize && ctest --output-on-failure -j $(JOBS)
+	cd build/sanitize && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer on the scenario parser, validation, memory model and lowering (tests/fuzz/README.md).
+# clang and its runtime are installed here only, not by the default deps.
+fuzz: deps
+	@bash tools/install_deps.sh clang libclang-rt-14-dev
+	CC=clang CXX=clang++ cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSIM_FUZZ=ON -DBUILD_TESTING=OFF
+	cmake --build build/fuzz -j $(JOBS) --target stepsim_fuzz_scenario
+	mkdir -p build/fuzz/corpus build/fuzz/findings
+	build/fuzz/tests/fuzz/stepsim_fuzz_scenario build/fuzz/corpus configs/scenarios tests/bad_inputs \
+	    -dict=tests/fuzz/scenario.dict -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
+	    -artifact_prefix=build/fuzz/findings/
 
 clean:
 	rm -rf build

@@ -17,20 +17,30 @@ struct Tile {
   double relative_efficiency; // smaller tiles reuse less data per load
 };
 constexpr Tile kTiles[] = {{256, 128, 1.0}, {128, 256, 1.0}, {128, 128, 0.92}, {128, 64, 0.8}, {64, 64, 0.6}};
+constexpr double kMaxSplitK = 64; // the largest K split considered
 
 double gemm_seconds(const Kernel& k, const Device& d, const std::string& precision)
 {
   const auto& c       = d.calibration;
   const double per_sm = d.peak(precision) / d.sm_count * c.gemm_efficiency;
+  const double bandwidth = d.memory_bandwidth_Bps * c.memory_efficiency;
   double best         = INFINITY;
   for (const Tile& t : kTiles) {
-    double tiles = std::ceil(k.m / t.m) * std::ceil(k.n / t.n) * k.batch;
-    double waves = std::ceil(tiles / d.sm_count);
-    // The fill and drain of the K loop cost about gemm_half_k worth of K per tile.
-    double tile_seconds = 2.0 * t.m * t.n * (k.k + c.gemm_half_k) / (per_sm * t.relative_efficiency);
-    best                = std::min(best, waves * tile_seconds);
+    const double tiles = std::ceil(k.m / t.m) * std::ceil(k.n / t.n) * k.batch;
+    // A GEMM with too few output tiles to fill the SMs but a long K (a convolution's weight
+    // gradient reduces over batch × pixels) is split along K, as cuBLAS and cuDNN do: each part
+    // runs on its own SM and the partial sums are added in fp32 afterwards.
+    for (double split = 1; split <= kMaxSplitK; split *= 2) {
+      if (split > 1 && (tiles * split > d.sm_count * 2.0 || k.k / split < 4 * c.gemm_half_k))
+        break;
+      double waves = std::ceil(tiles * split / d.sm_count);
+      // The fill and drain of the K loop cost about gemm_half_k worth of K per tile.
+      double tile_seconds = 2.0 * t.m * t.n * (k.k / split + c.gemm_half_k) / (per_sm * t.relative_efficiency);
+      double reduction    = split > 1 ? (split + 1) * k.m * k.n * k.batch * 4.0 / bandwidth : 0.0;
+      best                = std::min(best, waves * tile_seconds + reduction);
+    }
   }
-  double memory = k.bytes / (d.memory_bandwidth_Bps * c.memory_efficiency);
+  double memory = k.bytes / bandwidth;
   return std::max(best, memory) + c.kernel_overhead_s;
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -65,7 +66,8 @@ const nlohmann::json* JsonReader::lookup(const std::string& key, bool required, 
   return v;
 }
 
-long long JsonReader::integer(const std::string& key, std::optional<long long> fallback, long long minimum)
+long long JsonReader::integer(const std::string& key, std::optional<long long> fallback, long long minimum,
+                              long long maximum)
 {
   const char* expected = minimum == 1 ? "a positive integer" : "an integer";
   const nlohmann::json* v = lookup(key, !fallback.has_value(), expected);
@@ -79,6 +81,10 @@ long long JsonReader::integer(const std::string& key, std::optional<long long> f
   long long value = v->is_number_integer() ? v->get<long long>() : static_cast<long long>(v->get<double>());
   if (value < minimum) {
     problems_->add(path_of(key), fmt::format("expected an integer >= {}, got {}", minimum, value));
+    return fallback.value_or(minimum);
+  }
+  if (value > maximum) {
+    problems_->add(path_of(key), fmt::format("expected an integer <= {}, got {}", maximum, value));
     return fallback.value_or(minimum);
   }
   return value;
@@ -209,23 +215,77 @@ void JsonReader::reject_unknown_keys()
   }
 }
 
+namespace {
+// Line and column (from 1) of byte `offset` of `text`.
+std::pair<size_t, size_t> line_and_column(const std::string& text, size_t offset)
+{
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+// Where the nesting of arrays and objects first goes deeper than kMaxJsonDepth, if it does.
+std::optional<size_t> too_deep_at(const std::string& text)
+{
+  int depth      = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+} // namespace
+
 nlohmann::json parse_json_text(const std::string& text, const std::string& what)
 {
+  if (auto at = too_deep_at(text)) {
+    auto [line, column] = line_and_column(text, *at);
+    throw InputError({fmt::format("{}: malformed JSON at line {}, column {}: arrays and objects nested deeper than {}",
+                                  what, line, column, kMaxJsonDepth)});
+  }
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    // Turn the byte offset into a line and column a user can jump to.
-    size_t line = 1, column = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
+    // Turn the byte offset (1-based, at the offending character) into a line and column.
+    auto [line, column] = line_and_column(text, e.byte > 0 ? e.byte - 1 : 0);
     std::string reason = e.what();
     auto colon         = reason.rfind(": ");
+    if (colon != std::string::npos)
+      reason = reason.substr(colon + 2);
+    throw InputError({fmt::format("{}: malformed JSON at line {}, column {}: {}", what, line, column, reason)});
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond a double ("1e999") is out_of_range, which carries no position: find the
+    // number the message quotes.
+    std::string reason = e.what();
+    auto open          = reason.find('\'');
+    auto close         = open == std::string::npos ? open : reason.find('\'', open + 1);
+    size_t at          = 0;
+    if (close != std::string::npos) {
+      size_t found = text.find(reason.substr(open + 1, close - open - 1));
+      at           = found == std::string::npos ? 0 : found;
+    }
+    auto [line, column] = line_and_column(text, at);
+    auto colon          = reason.find("] ");
     if (colon != std::string::npos)
       reason = reason.substr(colon + 2);
     throw InputError({fmt::format("{}: malformed JSON at line {}, column {}: {}", what, line, column, reason)});
@@ -234,6 +294,17 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& what)
 
 nlohmann::json read_json_file(const std::string& file)
 {
+  std::error_code error;
+  auto status = std::filesystem::status(file, error);
+  if (error || !std::filesystem::exists(status))
+    throw InputError({fmt::format("{}: cannot open the file", file)});
+  // A directory, a FIFO or a device (/dev/zero) would hang or read without end.
+  if (!std::filesystem::is_regular_file(status))
+    throw InputError({fmt::format("{}: not a regular file", file)});
+  auto size = std::filesystem::file_size(file, error);
+  if (!error && size > static_cast<uintmax_t>(kMaxJsonFileBytes))
+    throw InputError({fmt::format("{}: {} bytes, more than the {} a scenario file may have", file, size,
+                                  kMaxJsonFileBytes)});
   std::ifstream in(file);
   if (!in)
     throw InputError({fmt::format("{}: cannot open the file", file)});
@@ -249,6 +320,13 @@ void set_by_path(nlohmann::json& document, const std::string& assignment)
     throw InputError({fmt::format("--set {}: expected path=value, e.g. parallelism.tensor=4", assignment)});
   std::string path  = assignment.substr(0, eq);
   std::string value = assignment.substr(eq + 1);
+  // Error messages write array elements as node_groups[0]; accept that spelling beside node_groups.0.
+  for (size_t open = path.find('['); open != std::string::npos; open = path.find('[', open)) {
+    size_t close = path.find(']', open);
+    if (close == std::string::npos)
+      throw InputError({fmt::format("--set {}: a '[' without its ']'", path)});
+    path = path.substr(0, open) + "." + path.substr(open + 1, close - open - 1) + path.substr(close + 1);
+  }
   nlohmann::json* node = &document;
   size_t start         = 0;
   while (true) {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -24,9 +25,10 @@ public:
   std::string path_of(const std::string& key) const;
   const nlohmann::json* raw(const std::string& key); // marks the key known
 
-  // Integers >= minimum. A missing key gives `fallback` if there is one, else a problem.
+  // Integers in [minimum, maximum]. A missing key gives `fallback` if there is one, else a
+  // problem. The default maximum keeps every value inside an int, which the scenario holds.
   long long integer(const std::string& key, std::optional<long long> fallback = std::nullopt,
-                    long long minimum = 1);
+                    long long minimum = 1, long long maximum = std::numeric_limits<int>::max());
   // Finite numbers >= minimum (strictly above it when `exclusive`).
   double number(const std::string& key, std::optional<double> fallback = std::nullopt, double minimum = 0,
                 bool exclusive = false);
@@ -62,7 +64,12 @@ private:
 };
 
 // Parses text as JSON; a syntax error becomes an InputError naming `what`, the line and the column.
+// Nesting deeper than kMaxJsonDepth is refused the same way (copying or printing such a document
+// would recurse that deep).
+inline constexpr int kMaxJsonDepth = 64;
 nlohmann::json parse_json_text(const std::string& text, const std::string& what);
+// Reads a regular file of at most kMaxJsonFileBytes and parses it.
+inline constexpr long long kMaxJsonFileBytes = 64LL << 20;
 nlohmann::json read_json_file(const std::string& file);
 
 // Sets the value at a dotted path ("parallelism.tensor=4"), creating objects on the way. The value

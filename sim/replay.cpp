@@ -1,5 +1,7 @@
 #include "sim/replay.hpp"
 
+#include "sim/collective_timing.hpp"
+
 #include <simgrid/s4u.hpp>
 
 #include <fmt/format.h>
@@ -25,10 +27,12 @@ struct TaskRef {
 class Replay {
 public:
   Replay(const Workload& w, const std::vector<sg4::Host*>& hosts, const CollectiveAlgorithm& algorithm)
-      : w_(w), hosts_(hosts), algorithm_(algorithm), simulated_(static_cast<size_t>(w.world_size), -1)
+      : w_(w), hosts_(hosts), algorithm_(algorithm), timing_(w, hosts, algorithm),
+        simulated_(static_cast<size_t>(w.world_size), -1), group_simulated_(w.groups.size(), 0)
   {
     result_.ranks.resize(w.ranks.size());
     indegree_.resize(w.ranks.size());
+    claimed_.resize(w.ranks.size());
     collective_seq_.resize(w.ranks.size());
     for (size_t i = 0; i < w.ranks.size(); ++i) {
       const auto& p = w.ranks[i];
@@ -39,6 +43,7 @@ public:
       timeline.tasks.resize(boost::num_vertices(p.graph));
       auto& deg = indegree_[i];
       deg.resize(boost::num_vertices(p.graph));
+      claimed_[i].assign(deg.size(), 0);
       for (TaskId v = 0; v < deg.size(); ++v) {
         deg[v] = static_cast<int>(boost::in_degree(v, p.graph));
         if (deg[v] == 0)
@@ -46,6 +51,9 @@ public:
       }
       remaining_ += static_cast<long long>(deg.size());
     }
+    for (size_t gi = 0; gi < w.groups.size(); ++gi)
+      for (int r : w.groups[gi].ranks)
+        group_simulated_[gi] += simulated_[static_cast<size_t>(r)] >= 0 ? 1 : 0;
   }
 
   ReplayResult run()
@@ -61,11 +69,11 @@ public:
 
 private:
   // --- bookkeeping of live SimGrid activities ----------------------------------------------
-  enum class Kind { Compute, PointToPoint, CollectiveStep };
+  enum class Kind { Chain, PointToPoint, CollectiveStep, CollectiveDelay, CoalescedTransfer };
   struct Live {
     sg4::ActivityPtr activity;
     Kind kind;
-    int a = 0, b = 0; // compute: rank index, task; p2p: channel; collective: instance, member
+    int a = 0, b = 0; // chain: chain; p2p: channel; collective step: instance, member; delay: instance
   };
 
   void launch(sg4::ActivityPtr activity, Kind kind, int a, int b)
@@ -95,9 +103,11 @@ private:
     finished_.push_back(std::move(live_[slot - 1].activity));
     free_slots_.push_back(slot - 1);
     switch (done.kind) {
-    case Kind::Compute: complete({done.a, static_cast<TaskId>(done.b)}); break;
+    case Kind::Chain: chain_done(done.a); break;
     case Kind::PointToPoint: point_to_point_done(done.a); break;
     case Kind::CollectiveStep: collective_step_done(done.a, done.b); break;
+    case Kind::CollectiveDelay: collective_delay_done(done.a); break;
+    case Kind::CoalescedTransfer: coalesced_transfer_done(done.a); break;
     }
     drain();
   }
@@ -115,12 +125,18 @@ private:
   void complete(const TaskRef& t)
   {
     begin(t);
-    timing(t).end = now();
+    finish(t, timing(t).start, now());
+  }
+
+  void finish(const TaskRef& t, double start, double end)
+  {
+    timing(t) = TaskTiming{start, end};
     --remaining_;
     const auto& g = w_.ranks[t.rank_index].graph;
-    for (auto [e, end] = boost::out_edges(t.task, g); e != end; ++e) {
+    for (auto [e, last] = boost::out_edges(t.task, g); e != last; ++e) {
       TaskId next = boost::target(*e, g);
-      if (--indegree_[t.rank_index][next] == 0)
+      // A claimed task belongs to a running chain, which finishes it itself.
+      if (--indegree_[t.rank_index][next] == 0 && !claimed_[t.rank_index][next])
         ready_.push_back({t.rank_index, next});
     }
   }
@@ -136,23 +152,109 @@ private:
 
   void start(const TaskRef& t)
   {
-    const Task& task = task_of(t);
-    switch (task.kind) {
-    case TaskKind::Compute: {
-      double seconds = w_.works[static_cast<size_t>(task.work)].seconds;
-      if (seconds <= 0) {
-        complete(t);
-        return;
-      }
-      begin(t);
-      sg4::Host* host = hosts_[static_cast<size_t>(w_.ranks[t.rank_index].rank)];
-      launch(sg4::Exec::init()->set_host(host)->set_flops_amount(seconds * kHostSpeed), Kind::Compute, t.rank_index,
-             static_cast<int>(t.task));
+    const double seconds = timed_seconds(t);
+    if (seconds >= 0) {
+      start_chain(t, seconds);
       return;
     }
+    switch (task_of(t).kind) {
+    case TaskKind::Compute: break; // always timed
     case TaskKind::Send:
     case TaskKind::Recv: post_point_to_point(t); return;
     case TaskKind::Collective: post_collective(t); return;
+    }
+  }
+
+  // --- chains of timed tasks ---------------------------------------------------------------
+  // A task is timed when its duration is known before it runs: compute, and a collective timed
+  // by its closed form whose group has no other simulated member to wait for. Consecutive timed
+  // tasks of a rank that nothing else waits on in between run as one SimGrid activity: the
+  // timings are the same, the engine does a fraction of the work (a transformer stage's forward
+  // pass with its tensor-parallel all-reduces becomes one activity).
+  double timed_seconds(const TaskRef& t)
+  {
+    const Task& task = task_of(t);
+    if (task.kind == TaskKind::Compute)
+      return std::max(0.0, w_.works[static_cast<size_t>(task.work)].seconds);
+    if (task.kind == TaskKind::Collective && group_simulated_[static_cast<size_t>(task.group)] == 1 &&
+        timing_.analytic(task.group, task.op))
+      return timing_.seconds(task.group, task.op, task.bytes);
+    return -1;
+  }
+
+  struct Chain {
+    int rank_index = 0;
+    TaskId first = 0, last = 0;
+    double start = 0;
+    std::vector<double> seconds; // of each task, first to last
+  };
+
+  void start_chain(const TaskRef& t, double first_seconds)
+  {
+    const auto& g = w_.ranks[t.rank_index].graph;
+    Chain chain{t.rank_index, t.task, t.task, now(), {first_seconds}};
+    // Grow while the next task waits for the chain's tail and otherwise only for tasks of the
+    // chain: it would start exactly when the tail ends (tasks of a rank are numbered in program
+    // order, and every edge goes forward).
+    for (TaskId next = t.task + 1; next < boost::num_vertices(g); ++next) {
+      bool inside = true, after_tail = false;
+      for (auto [e, end] = boost::in_edges(next, g); e != end && inside; ++e) {
+        inside     = boost::source(*e, g) >= chain.first;
+        after_tail = after_tail || boost::source(*e, g) == chain.last;
+      }
+      const double seconds = inside && after_tail ? timed_seconds({t.rank_index, next}) : -1;
+      if (seconds < 0)
+        break;
+      chain.seconds.push_back(seconds);
+      chain.last = next;
+    }
+    // Cut it where a task releases one outside the chain: that one must not wait for the end.
+    TaskId last = chain.first, reach = chain.first;
+    for (TaskId v = chain.first; v <= chain.last; ++v) {
+      if (v > chain.first && reach <= v)
+        last = v;
+      for (auto [e, end] = boost::out_edges(v, g); e != end; ++e)
+        reach = std::max(reach, boost::target(*e, g));
+    }
+    chain.last = last;
+    chain.seconds.resize(last - chain.first + 1);
+    for (TaskId v = chain.first + 1; v <= chain.last; ++v)
+      claimed_[t.rank_index][v] = 1;
+
+    double total = 0;
+    for (double s : chain.seconds)
+      total += s;
+    int id = allocate_chain(std::move(chain));
+    if (total <= 0) {
+      chain_done(id);
+      return;
+    }
+    begin(t);
+    sg4::Host* host = hosts_[static_cast<size_t>(w_.ranks[t.rank_index].rank)];
+    launch(sg4::Exec::init()->set_host(host)->set_flops_amount(total * kHostSpeed), Kind::Chain, id, 0);
+  }
+
+  int allocate_chain(Chain&& chain)
+  {
+    if (free_chains_.empty()) {
+      chains_.push_back(std::move(chain));
+      return static_cast<int>(chains_.size() - 1);
+    }
+    int id = free_chains_.back();
+    free_chains_.pop_back();
+    chains_[static_cast<size_t>(id)] = std::move(chain);
+    return id;
+  }
+
+  void chain_done(int id)
+  {
+    Chain chain = std::move(chains_[static_cast<size_t>(id)]);
+    free_chains_.push_back(id);
+    double t = chain.start;
+    for (TaskId v = chain.first; v <= chain.last; ++v) {
+      const double end = v == chain.last ? now() : t + chain.seconds[v - chain.first];
+      finish({chain.rank_index, v}, t, end);
+      t = end;
     }
   }
 
@@ -219,6 +321,7 @@ private:
     CollectiveOp op = CollectiveOp::AllReduce;
     double bytes = 0;
     int steps = 0, posted = 0, simulated = 0, finished = 0;
+    double tail_s = 0; // latency still to wait after a coalesced transfer
     std::vector<Member> members; // by position in the group
   };
 
@@ -252,9 +355,67 @@ private:
     for (size_t m = 0; m < inst.members.size(); ++m)
       if (inst.members[m].task.rank_index >= 0)
         begin(inst.members[m].task);
+    if (timing_.analytic(inst.group, inst.op)) {
+      double seconds = timing_.seconds(inst.group, inst.op, inst.bytes);
+      if (seconds <= 0) {
+        collective_delay_done(id);
+        return;
+      }
+      launch(sg4::Exec::init()->set_host(hosts_[static_cast<size_t>(me)])->set_flops_amount(seconds * kHostSpeed),
+             Kind::CollectiveDelay, id, 0);
+      return;
+    }
+    if (inst.simulated == 1 && coalesce(id))
+      return;
     for (size_t m = 0; m < inst.members.size(); ++m)
       if (inst.members[m].task.rank_index >= 0)
         advance(id, static_cast<int>(m));
+  }
+
+  // A lone simulated member whose steps all send to the same peer (a ring) moves its data as
+  // one transfer of all the steps' bytes, then waits the latencies of the other steps: the same
+  // bytes share the same links with the same other flows, in 2 activities instead of 2(n-1).
+  // (With no other member simulated, nothing waits for its individual steps.)
+  bool coalesce(int id)
+  {
+    Instance& inst = instances_[static_cast<size_t>(id)];
+    const int n    = static_cast<int>(inst.members.size());
+    int m          = 0;
+    while (inst.members[static_cast<size_t>(m)].task.rank_index < 0)
+      ++m;
+    int peer     = -1;
+    double bytes = 0;
+    for (int k = 0; k < inst.steps; ++k) {
+      CollectiveStep step = algorithm_.step(inst.op, n, m, k, inst.bytes);
+      if (step.send_to < 0 || (peer >= 0 && step.send_to != peer))
+        return false;
+      peer = step.send_to;
+      bytes += step.bytes;
+    }
+    if (peer < 0 || bytes <= 0)
+      return false;
+    const Group& g = w_.groups[static_cast<size_t>(inst.group)];
+    const int src  = g.ranks[static_cast<size_t>(m)], dst = g.ranks[static_cast<size_t>(peer)];
+    inst.tail_s    = (inst.steps - 1) * timing_.latency(src, dst);
+    launch(sg4::Comm::sendto_init(hosts_[static_cast<size_t>(src)], hosts_[static_cast<size_t>(dst)])
+               ->set_payload_size(static_cast<uint64_t>(bytes)),
+           Kind::CoalescedTransfer, id, 0);
+    return true;
+  }
+
+  void coalesced_transfer_done(int id)
+  {
+    Instance& inst = instances_[static_cast<size_t>(id)];
+    int m          = 0;
+    while (inst.members[static_cast<size_t>(m)].task.rank_index < 0)
+      ++m;
+    const int me = w_.ranks[inst.members[static_cast<size_t>(m)].task.rank_index].rank;
+    if (inst.tail_s <= 0) {
+      collective_delay_done(id);
+      return;
+    }
+    launch(sg4::Exec::init()->set_host(hosts_[static_cast<size_t>(me)])->set_flops_amount(inst.tail_s * kHostSpeed),
+           Kind::CollectiveDelay, id, 0);
   }
 
   int allocate_instance()
@@ -315,6 +476,15 @@ private:
     }
   }
 
+  void collective_delay_done(int id)
+  {
+    Instance& inst = instances_[static_cast<size_t>(id)];
+    for (auto& member : inst.members)
+      if (member.task.rank_index >= 0)
+        complete(member.task);
+    free_instances_.push_back(id);
+  }
+
   void step_sent(Instance& inst, int m, const CollectiveStep& step)
   {
     auto& me = inst.members[static_cast<size_t>(m)];
@@ -357,9 +527,14 @@ private:
   const Workload& w_;
   const std::vector<sg4::Host*>& hosts_;
   const CollectiveAlgorithm& algorithm_;
-  std::vector<int> simulated_; // global rank -> index into w_.ranks, or -1
+  CollectiveTiming timing_;
+  std::vector<int> simulated_;       // global rank -> index into w_.ranks, or -1
+  std::vector<int> group_simulated_; // simulated members of each group
   ReplayResult result_;
   std::vector<std::vector<int>> indegree_;
+  std::vector<std::vector<char>> claimed_;
+  std::vector<Chain> chains_;
+  std::vector<int> free_chains_;
   std::deque<TaskRef> ready_;
   long long remaining_ = 0;
 

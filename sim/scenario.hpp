@@ -24,6 +24,11 @@ struct ModelSpec {
   bool tied_embeddings    = true;
   int num_experts         = 0; // 0 = dense
   int moe_top_k           = 2;
+  // "transformer", or a built-in CNN ("resnet50", "resnet101", "vgg16"; workloads/cnn.hpp), which
+  // uses only the two fields below and leaves the transformer's sizes at 0.
+  std::string architecture = "transformer";
+  int image_size           = 224; // square input images, pixels per side
+  int num_classes          = 1000;
 };
 
 struct TrainingSpec {
@@ -47,6 +52,10 @@ struct ParallelSpec {
   int zero_stage         = 0;
   double bucket_bytes    = 25e6 * 4; // gradient bucket for the data-parallel all-reduce
   bool overlap_grad_reduce = true;
+  // Layers of each virtual stage (pipeline × virtual_stages entries, in virtual-stage order);
+  // empty = the same number everywhere. Llama 3 ran 126 layers on 16 stages with one fewer on
+  // the first and the last.
+  std::vector<int> stage_layers;
 };
 
 struct IntraNodeSpec {
@@ -87,6 +96,9 @@ struct SimulationSpec {
   std::string fidelity             = "reduced";
   std::string collective_algorithm = "ring";
   std::string compute_model        = "kernel";
+  // Simulate even when a stage needs more memory than the device has (`stepsim run
+  // --allow-oom`); otherwise that is an input error naming the memory breakdown.
+  bool allow_oom = false;
 };
 
 struct Scenario {
@@ -97,6 +109,11 @@ struct Scenario {
   PlatformSpec platform;
   SimulationSpec simulation;
   nlohmann::json source; // the document it was read from, after --set, for the report
+
+  // Transformer layers in virtual stage `vs` (= chunk × pipeline + stage), and on pipeline stage
+  // `stage` over all its chunks.
+  int layers_in_virtual_stage(int vs) const;
+  int layers_on_stage(int stage) const;
 
   long long micro_batches_per_replica() const
   {

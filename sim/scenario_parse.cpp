@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace stepsim {
@@ -21,8 +22,44 @@ int PlatformSpec::total_gpus() const
 
 namespace {
 
+// Upper bounds on sizes, far above any real job, so that absurd values become a clear error here
+// instead of an int overflow, a huge allocation or a lowering that never ends downstream.
+constexpr long long kMaxGpus        = 1LL << 20; // GPUs of a platform, and each parallel degree
+constexpr long long kMaxWidth       = 1LL << 20; // hidden, FFN, heads
+constexpr long long kMaxLayers      = 1LL << 16;
+constexpr long long kMaxTokens      = 1LL << 24; // sequence length, vocabulary
+constexpr long long kMaxExperts     = 1LL << 16;
+constexpr long long kMaxGpusPerNode = 1LL << 10;
+constexpr double kMaxParameters     = 1e15;      // a thousand times the largest published models
+constexpr double kMaxBucketBytes    = 1LL << 50; // 1 PiB
+constexpr double kMaxMicroBatchTokens = 1LL << 31;
+// The lowering builds about a dozen tasks per (simulated rank, micro-batch, layer); beyond this
+// many triples the graphs would need tens of GB.
+constexpr double kMaxLayerPasses = 4e6;
+// The replay engine numbers the messages across one stage boundary (micro-batch × virtual stage,
+// forward and backward) in 20 bits.
+constexpr double kMaxPipelineMessages = 1LL << 19;
+
+// The CNNs stepsim builds in (workloads/cnn.cpp) are named, not described layer by layer.
+const std::vector<std::string> kArchitectures = {"transformer", "resnet50", "resnet101", "vgg16"};
+
+void read_cnn(JsonReader& r, ModelSpec& m)
+{
+  m.name        = r.text("name", m.architecture);
+  m.image_size  = static_cast<int>(r.integer("image_size", 224, 32, 4096));
+  m.num_classes = static_cast<int>(r.integer("num_classes", 1000, 1, kMaxWidth));
+  r.reject_unknown_keys();
+}
+
 void read_model(JsonReader r, ModelSpec& m, const std::string& base_dir)
 {
+  m.architecture = r.text("architecture", std::string("transformer"), kArchitectures);
+  if (m.architecture != "transformer" && std::find(kArchitectures.begin(), kArchitectures.end(), m.architecture) !=
+                                             kArchitectures.end()) {
+    read_cnn(r, m);
+    return;
+  }
+  bool import_failed = false;
   if (r.has("hf_config")) {
     std::string file = r.text("hf_config");
     std::filesystem::path p(file);
@@ -33,6 +70,7 @@ void read_model(JsonReader r, ModelSpec& m, const std::string& base_dir)
     } catch (const InputError& e) {
       for (const auto& problem : e.problems())
         r.problems().add(r.path_of("hf_config"), problem);
+      import_failed = true;
     }
   }
   // Fields given next to hf_config override what the import read.
@@ -41,26 +79,42 @@ void read_model(JsonReader r, ModelSpec& m, const std::string& base_dir)
     return imported ? std::optional<long long>(imported_value) : std::nullopt;
   };
   m.name                = r.text("name", m.name.empty() ? std::string("model") : m.name);
-  m.num_layers          = static_cast<int>(r.integer("num_layers", from_file(m.num_layers)));
-  m.hidden_size         = static_cast<int>(r.integer("hidden_size", from_file(m.hidden_size)));
-  m.num_attention_heads = static_cast<int>(r.integer("num_attention_heads", from_file(m.num_attention_heads)));
-  m.seq_length          = static_cast<int>(r.integer("seq_length", from_file(m.seq_length)));
-  m.vocab_size          = static_cast<int>(r.integer("vocab_size", from_file(m.vocab_size)));
-  m.ffn_hidden_size =
-      static_cast<int>(r.integer("ffn_hidden_size", imported ? m.ffn_hidden_size : 4LL * m.hidden_size));
-  m.num_query_groups =
-      static_cast<int>(r.integer("num_query_groups", m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads));
+  m.num_layers          = static_cast<int>(r.integer("num_layers", from_file(m.num_layers), 1, kMaxLayers));
+  m.hidden_size         = static_cast<int>(r.integer("hidden_size", from_file(m.hidden_size), 1, kMaxWidth));
+  m.num_attention_heads =
+      static_cast<int>(r.integer("num_attention_heads", from_file(m.num_attention_heads), 1, kMaxWidth));
+  m.seq_length = static_cast<int>(r.integer("seq_length", from_file(m.seq_length), 1, kMaxTokens));
+  m.vocab_size = static_cast<int>(r.integer("vocab_size", from_file(m.vocab_size), 1, kMaxTokens));
+  m.ffn_hidden_size  = static_cast<int>(
+      r.integer("ffn_hidden_size", imported ? m.ffn_hidden_size : 4LL * m.hidden_size, 1, 4 * kMaxWidth));
+  m.num_query_groups = static_cast<int>(r.integer(
+      "num_query_groups", m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads, 1, kMaxWidth));
   m.mlp             = r.text("mlp", m.mlp, {"gelu", "swiglu"});
   m.norm            = r.text("norm", m.norm, {"layernorm", "rmsnorm"});
   m.tied_embeddings = r.boolean("tied_embeddings", m.tied_embeddings);
-  m.num_experts     = static_cast<int>(r.integer("num_experts", m.num_experts, 0));
-  m.moe_top_k       = static_cast<int>(r.integer("moe_top_k", m.moe_top_k));
+  m.num_experts     = static_cast<int>(r.integer("num_experts", m.num_experts, 0, kMaxExperts));
+  m.moe_top_k       = static_cast<int>(r.integer("moe_top_k", m.moe_top_k, 1, kMaxExperts));
   r.reject_unknown_keys();
+  if (imported && !import_failed) { // values the import read did not pass through the bounds above
+    const std::pair<const char*, std::pair<long long, long long>> fields[] = {
+        {"num_layers", {m.num_layers, kMaxLayers}},       {"hidden_size", {m.hidden_size, kMaxWidth}},
+        {"num_attention_heads", {m.num_attention_heads, kMaxWidth}}, {"seq_length", {m.seq_length, kMaxTokens}},
+        {"vocab_size", {m.vocab_size, kMaxTokens}},       {"ffn_hidden_size", {m.ffn_hidden_size, 4 * kMaxWidth}},
+        {"num_query_groups", {m.num_query_groups, kMaxWidth}}, {"num_experts", {m.num_experts, kMaxExperts}},
+        {"moe_top_k", {m.moe_top_k, kMaxExperts}}};
+    for (const auto& [name, bounds] : fields)
+      if (bounds.first < (std::string(name) == "num_experts" ? 0 : 1) || bounds.first > bounds.second)
+        r.problems().add(r.path_of("hf_config"), fmt::format("{} {} from the HuggingFace config is outside [1, {}]",
+                                                             name, bounds.first, bounds.second));
+  }
 
   if (m.hidden_size > 0 && m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads != 0)
     r.problems().add(r.path_of("hidden_size"), fmt::format("{} is not divisible by num_attention_heads {}",
                                                             m.hidden_size, m.num_attention_heads));
-  if (m.num_query_groups > 0 && m.num_attention_heads % m.num_query_groups != 0)
+  if (m.num_query_groups > m.num_attention_heads)
+    r.problems().add(r.path_of("num_query_groups"), fmt::format("{} is more than num_attention_heads {}",
+                                                                 m.num_query_groups, m.num_attention_heads));
+  else if (m.num_query_groups > 0 && m.num_attention_heads % m.num_query_groups != 0)
     r.problems().add(r.path_of("num_query_groups"), fmt::format("num_attention_heads {} is not divisible by {}",
                                                                  m.num_attention_heads, m.num_query_groups));
   if (m.num_experts > 0 && m.moe_top_k > m.num_experts)
@@ -80,31 +134,42 @@ void read_training(JsonReader r, TrainingSpec& t)
 
 void read_parallelism(JsonReader r, ParallelSpec& p)
 {
-  p.tensor              = static_cast<int>(r.integer("tensor", 1));
-  p.pipeline            = static_cast<int>(r.integer("pipeline", 1));
-  p.data                = static_cast<int>(r.integer("data", 1));
-  p.context             = static_cast<int>(r.integer("context", 1));
-  p.expert              = static_cast<int>(r.integer("expert", 1));
-  p.virtual_stages      = static_cast<int>(r.integer("virtual_stages", 1));
+  p.tensor              = static_cast<int>(r.integer("tensor", 1, 1, kMaxGpus));
+  p.pipeline            = static_cast<int>(r.integer("pipeline", 1, 1, kMaxGpus));
+  p.data                = static_cast<int>(r.integer("data", 1, 1, kMaxGpus));
+  p.context             = static_cast<int>(r.integer("context", 1, 1, kMaxGpus));
+  p.expert              = static_cast<int>(r.integer("expert", 1, 1, kMaxGpus));
+  p.virtual_stages      = static_cast<int>(r.integer("virtual_stages", 1, 1, kMaxLayers));
   p.schedule            = r.text("schedule", std::string("1f1b"));
   p.sequence_parallel   = r.boolean("sequence_parallel", false);
   p.zero_stage          = static_cast<int>(r.integer("zero_stage", 0, 0));
   p.bucket_bytes        = r.bytes("bucket_size", 100e6);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
+  if (const auto* layers = r.raw("stage_layers")) {
+    bool ok = layers->is_array() && !layers->empty();
+    for (const auto& n : ok ? *layers : nlohmann::json::array())
+      ok = ok && n.is_number_integer() && n.get<long long>() >= 1 && n.get<long long>() <= 1000000;
+    if (ok)
+      p.stage_layers = layers->get<std::vector<int>>();
+    else
+      r.problems().add(r.path_of("stage_layers"), "expected a non-empty array of layer counts, each at least 1");
+  }
   r.reject_unknown_keys();
   if (p.zero_stage > 3)
     r.problems().add(r.path_of("zero_stage"), fmt::format("expected 0, 1, 2 or 3, got {}", p.zero_stage));
   if (p.bucket_bytes <= 0)
     r.problems().add(r.path_of("bucket_size"), "expected a size above zero");
+  else if (p.bucket_bytes > kMaxBucketBytes)
+    r.problems().add(r.path_of("bucket_size"), fmt::format("{:.0f} bytes is more than 1PiB", p.bucket_bytes));
 }
 
 void read_platform(JsonReader r, PlatformSpec& platform)
 {
   for (auto& g : r.array_of_objects("node_groups", true)) {
     NodeGroupSpec spec;
-    spec.count         = static_cast<int>(g.integer("count"));
+    spec.count         = static_cast<int>(g.integer("count", std::nullopt, 1, kMaxGpus));
     spec.gpu           = g.text("gpu");
-    spec.gpus_per_node = static_cast<int>(g.integer("gpus_per_node", 8));
+    spec.gpus_per_node = static_cast<int>(g.integer("gpus_per_node", 8, 1, kMaxGpusPerNode));
     auto intra         = g.object("intra_node");
     spec.intra_node.type          = intra.text("type", std::string("nvswitch"), {"nvswitch", "pcie"});
     double default_intra_bw       = spec.intra_node.type == "nvswitch" ? 300e9 : 32e9;
@@ -112,7 +177,7 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     spec.intra_node.latency_s     = intra.time("latency", 1e-6);
     intra.reject_unknown_keys();
     auto nic                  = g.object("nic");
-    spec.nic.count            = static_cast<int>(nic.integer("count", 8));
+    spec.nic.count            = static_cast<int>(nic.integer("count", 8, 1, kMaxGpusPerNode));
     spec.nic.bandwidth_Bps    = nic.bandwidth("bandwidth", 25e9);
     spec.nic.latency_s        = nic.time("latency", 2e-6);
     nic.reject_unknown_keys();
@@ -125,7 +190,7 @@ void read_platform(JsonReader r, PlatformSpec& platform)
   auto net                         = r.object("network");
   platform.network.topology        = net.text("topology", std::string("fat_tree"));
   platform.network.oversubscription = net.number("oversubscription", 1.0, 1.0);
-  platform.network.leaf_radix      = static_cast<int>(net.integer("leaf_radix", 32));
+  platform.network.leaf_radix      = static_cast<int>(net.integer("leaf_radix", 32, 1, kMaxGpus));
   net.reject_unknown_keys();
   r.reject_unknown_keys();
 }
@@ -135,7 +200,45 @@ void read_simulation(JsonReader r, SimulationSpec& s)
   s.fidelity             = r.text("fidelity", std::string("reduced"), {"reduced", "full"});
   s.collective_algorithm = r.text("collective_algorithm", std::string("ring"));
   s.compute_model        = r.text("compute_model", std::string("kernel"));
+  s.allow_oom            = r.boolean("allow_oom", false);
   r.reject_unknown_keys();
+}
+
+// Sizes that are each within bounds but together too large to count or to lower.
+void check_sizes(const Scenario& s, Problems& problems)
+{
+  const auto& m = s.model;
+  const auto& p = s.parallelism;
+  const auto& t = s.training;
+  const double h = m.hidden_size;
+  const double parameters =
+      m.num_layers * (4 * h * h + 3 * h * m.ffn_hidden_size * std::max(1, m.num_experts)) + 2 * double(m.vocab_size) * h;
+  if (parameters > kMaxParameters)
+    problems.add("model", fmt::format("about {:.3g} parameters, more than the {:.0e} stepsim accepts", parameters,
+                                      kMaxParameters));
+  const double tokens = double(t.micro_batch_size) * m.seq_length;
+  if (tokens > kMaxMicroBatchTokens)
+    problems.add("training.micro_batch_size",
+                 fmt::format("{} × model.seq_length {} = {:.0f} tokens per micro-batch, more than {:.0f}",
+                             t.micro_batch_size, m.seq_length, tokens, kMaxMicroBatchTokens));
+  const double micro_batches = double(t.global_batch_size) / (double(t.micro_batch_size) * p.data);
+  const double messages      = micro_batches * p.pipeline * p.virtual_stages;
+  if (messages > kMaxPipelineMessages)
+    problems.add("training.global_batch_size",
+                 fmt::format("{:.0f} micro-batches per replica × pipeline {} × virtual_stages {} is more than the {:.0f} "
+                             "pipeline messages per stage boundary the replay engine numbers",
+                             micro_batches, p.pipeline, p.virtual_stages, kMaxPipelineMessages));
+  const bool full      = s.simulation.fidelity == "full";
+  const double ranks   = full ? double(p.tensor) * p.data * p.context : 1; // simulated ranks per stage
+  // The built-in CNNs are named, not counted in num_layers; none has more than 128 layers.
+  const double layers  = m.architecture == "transformer" ? m.num_layers : 128;
+  const double passes  = ranks * micro_batches * layers;
+  if (passes > kMaxLayerPasses)
+    problems.add(full ? "simulation.fidelity" : "training.global_batch_size",
+                 fmt::format("{:.0f} simulated ranks per stage × {:.0f} micro-batches × {} layers = {:.3g} layer passes "
+                             "to lower, more than the {:.0e} stepsim can hold{}",
+                             ranks, micro_batches, layers, passes, kMaxLayerPasses,
+                             full ? "; use \"reduced\" fidelity" : ""));
 }
 
 void check_shapes(const Scenario& s, Problems& problems)
@@ -143,9 +246,14 @@ void check_shapes(const Scenario& s, Problems& problems)
   const auto& m = s.model;
   const auto& p = s.parallelism;
   const auto& t = s.training;
-  int degrees   = p.tensor * p.pipeline * p.data * p.context;
-  int gpus      = s.platform.total_gpus();
-  if (gpus > 0 && degrees != gpus)
+  // Products in long long: each factor is bounded, their product need not fit an int.
+  const long long degrees = 1LL * p.tensor * p.pipeline * p.data * p.context;
+  long long gpus          = 0;
+  for (const auto& g : s.platform.node_groups)
+    gpus += 1LL * g.count * g.gpus_per_node;
+  if (gpus > kMaxGpus)
+    problems.add("platform.node_groups", fmt::format("{} GPUs in all, more than the {} stepsim simulates", gpus, kMaxGpus));
+  else if (gpus > 0 && degrees != gpus)
     problems.add("parallelism.tensor",
                  fmt::format("{} × pipeline {} × data {}{} = {} GPUs, but the platform has {}", p.tensor, p.pipeline,
                              p.data, p.context > 1 ? fmt::format(" × context {}", p.context) : "", degrees, gpus));
@@ -155,10 +263,24 @@ void check_shapes(const Scenario& s, Problems& problems)
   if (m.num_query_groups > 0 && m.num_query_groups % p.tensor != 0 && p.tensor % m.num_query_groups != 0)
     problems.add("parallelism.tensor", fmt::format("model.num_query_groups {} and tensor {} do not divide each other",
                                                    m.num_query_groups, p.tensor));
-  if (m.num_layers > 0 && m.num_layers % (p.pipeline * p.virtual_stages) != 0)
+  if (!p.stage_layers.empty()) {
+    long long sum = 0;
+    for (int n : p.stage_layers)
+      sum += n;
+    if (p.stage_layers.size() != static_cast<size_t>(p.pipeline) * p.virtual_stages)
+      problems.add("parallelism.stage_layers", fmt::format("expected {} entries (pipeline {} × virtual_stages {}), got {}",
+                                                           p.pipeline * p.virtual_stages, p.pipeline, p.virtual_stages,
+                                                           p.stage_layers.size()));
+    else if (m.num_layers > 0 && sum != m.num_layers)
+      problems.add("parallelism.stage_layers",
+                   fmt::format("the entries add up to {} layers, but model.num_layers is {}", sum, m.num_layers));
+  } else if (m.num_layers > 0 && m.num_layers % (1LL * p.pipeline * p.virtual_stages) != 0)
     problems.add("parallelism.pipeline",
                  fmt::format("model.num_layers {} is not divisible by pipeline {} × virtual_stages {}", m.num_layers,
                              p.pipeline, p.virtual_stages));
+  if (m.ffn_hidden_size > 0 && m.ffn_hidden_size % p.tensor != 0)
+    problems.add("parallelism.tensor", fmt::format("model.ffn_hidden_size {} is not divisible by tensor {}",
+                                                   m.ffn_hidden_size, p.tensor));
   if (t.global_batch_size > 0 && t.global_batch_size % (t.micro_batch_size * p.data) != 0)
     problems.add("training.global_batch_size",
                  fmt::format("{} is not divisible by micro_batch_size {} × data {}", t.global_batch_size,
@@ -174,9 +296,26 @@ void check_shapes(const Scenario& s, Problems& problems)
                  fmt::format("model.num_experts {} is not divisible by expert {}", m.num_experts, p.expert));
   if (m.num_experts == 0 && p.expert > 1)
     problems.add("parallelism.expert", fmt::format("{} needs a mixture-of-experts model (model.num_experts)", p.expert));
+  check_sizes(s, problems);
 }
 
 } // namespace
+
+int Scenario::layers_in_virtual_stage(int vs) const
+{
+  const auto& p = parallelism;
+  if (!p.stage_layers.empty())
+    return p.stage_layers.at(static_cast<size_t>(vs));
+  return model.num_layers / (p.pipeline * p.virtual_stages);
+}
+
+int Scenario::layers_on_stage(int stage) const
+{
+  int layers = 0;
+  for (int chunk = 0; chunk < parallelism.virtual_stages; ++chunk)
+    layers += layers_in_virtual_stage(chunk * parallelism.pipeline + stage);
+  return layers;
+}
 
 Scenario parse_scenario(const nlohmann::json& document, const std::string& base_dir)
 {
@@ -190,6 +329,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& base_
   read_platform(top.object("platform", true), s.platform);
   read_simulation(top.object("simulation"), s.simulation);
   top.raw("description"); // free text for people
+  top.raw("validation");  // a published measurement to compare with (configs/validation/, `stepsim accuracy`)
   top.reject_unknown_keys();
   if (problems.empty())
     check_shapes(s, problems);

@@ -53,10 +53,28 @@ double Work::flops() const
   return total;
 }
 
+std::vector<bool> ranks_in_use(const Workload& w)
+{
+  std::vector<bool> used(static_cast<size_t>(w.world_size), false);
+  for (const auto& g : w.groups)
+    for (int r : g.ranks)
+      used.at(static_cast<size_t>(r)) = true;
+  for (const auto& program : w.ranks) {
+    used.at(static_cast<size_t>(program.rank)) = true;
+    for (auto v : boost::make_iterator_range(boost::vertices(program.graph)))
+      if (program.graph[v].peer >= 0)
+        used.at(static_cast<size_t>(program.graph[v].peer)) = true;
+  }
+  return used;
+}
+
 TaskId ProgramBuilder::add(const Task& task)
 {
   TaskId id   = boost::add_vertex(task, program_.graph);
-  auto& last  = last_[static_cast<size_t>(task.stream)];
+  // Megatron issues tensor-parallel collectives on the compute stream: the next kernel waits for
+  // them, so they share the compute stream's order (they still count as communication).
+  const Stream order = task.stream == Stream::Tensor ? Stream::Compute : task.stream;
+  auto& last  = last_[static_cast<size_t>(order)];
   if (last != kNone)
     boost::add_edge(last, id, program_.graph);
   last = id;

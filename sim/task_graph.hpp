@@ -85,6 +85,9 @@ struct Workload {
   std::vector<RankProgram> ranks; // the simulated ranks, in increasing rank order
 };
 
+// The ranks a replay touches: the simulated ones, their peers and the members of their groups.
+std::vector<bool> ranks_in_use(const Workload& w);
+
 // Builds a graph stream by stream: each added task depends on the previous task of its stream.
 class ProgramBuilder {
 public:

@@ -1,7 +1,11 @@
 // Bad input: a clear message that names the JSON path, exit code 2, never a crash.
 #include "support.hpp"
 
+#include "sim/graph_check.hpp"
+#include "sim/json_reader.hpp"
 #include "sim/units.hpp"
+#include "tools/driver/simulate.hpp"
+#include "workloads/lower.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -76,4 +80,164 @@ TEST_CASE("every device of the catalogue loads and lists")
   for (const char* name : {"A100-SXM4-80GB", "H100-SXM", "V100-SXM3-32GB", "H200-SXM", "Tesla-P40", "Chiplet-Die"})
     CHECK(r.output.find(name) != std::string::npos);
   CHECK(r.output.find(" 0.0 TFLOP/s") == std::string::npos);
+}
+
+// --- runtime guards: graphs that would deadlock are refused before the replay ----------------
+
+namespace {
+// Two ranks (pipeline stages 0 and 1) that each compute once and exchange one message.
+Workload two_ranks()
+{
+  Workload w;
+  w.world_size = 2;
+  w.stages     = 2;
+  w.works.push_back(Work{"layer", {}, 1e-3});
+  for (int r = 0; r < 2; ++r)
+    w.ranks.push_back(RankProgram{r, r, {}});
+  return w;
+}
+
+Task compute_task(int micro_batch)
+{
+  Task t;
+  t.work        = 0;
+  t.pass        = Pass::Forward;
+  t.micro_batch = micro_batch;
+  return t;
+}
+
+Task p2p(TaskKind kind, Stream stream, int peer, int tag)
+{
+  Task t;
+  t.kind   = kind;
+  t.stream = stream;
+  t.peer   = peer;
+  t.tag    = tag;
+  t.bytes  = 1e6;
+  t.pass   = Pass::Forward;
+  return t;
+}
+
+std::string all(const std::vector<std::string>& problems)
+{
+  std::string out;
+  for (const auto& p : problems)
+    out += p + "\n";
+  return out;
+}
+} // namespace
+
+TEST_CASE("graph check: a lowered scenario passes", "[graph_check]")
+{
+  for (const char* schedule : {"gpipe", "1f1b", "zb_h1"}) {
+    auto doc                            = testing::small_scenario(4, 2, 8);
+    doc["parallelism"]["schedule"]      = schedule;
+    doc["simulation"]["fidelity"]       = "full";
+    Scenario s                          = scenario_from_json(doc);
+    INFO(schedule);
+    CHECK(find_graph_problems(lower(s)).empty());
+  }
+  auto doc                              = testing::small_scenario(4, 1, 8);
+  doc["parallelism"]["schedule"]        = "interleaved_1f1b";
+  doc["parallelism"]["virtual_stages"]  = 2;
+  CHECK(find_graph_problems(lower(scenario_from_json(doc))).empty());
+}
+
+TEST_CASE("graph check: a cycle within a rank names the rank and the tasks", "[graph_check]")
+{
+  Workload w = two_ranks();
+  auto& g    = w.ranks[1].graph;
+  TaskId a   = boost::add_vertex(compute_task(0), g);
+  TaskId b   = boost::add_vertex(compute_task(1), g);
+  boost::add_edge(a, b, g);
+  boost::add_edge(b, a, g);
+  auto text = all(find_graph_problems(w));
+  INFO(text);
+  CHECK(text.find("rank 1: the task graph has a cycle") != std::string::npos);
+  CHECK(text.find("task 0 (forward compute, micro-batch 0") != std::string::npos);
+  CHECK(text.find("task 1 (forward compute, micro-batch 1") != std::string::npos);
+  CHECK_THROWS_AS(check_task_graphs(w), GraphError);
+}
+
+TEST_CASE("graph check: a send without its receive names both ranks and the tag", "[graph_check]")
+{
+  Workload w = two_ranks();
+  boost::add_vertex(p2p(TaskKind::Send, Stream::SendNext, 1, 7), w.ranks[0].graph);
+  boost::add_vertex(p2p(TaskKind::Recv, Stream::RecvPrev, 0, 8), w.ranks[1].graph); // wrong tag
+  auto text = all(find_graph_problems(w));
+  INFO(text);
+  CHECK(text.find("rank 0: task 0 (forward send to rank 1, tag 7") != std::string::npos);
+  CHECK(text.find("no matching receive on rank 1 (source 0, destination 1, tag 7)") != std::string::npos);
+  CHECK(text.find("rank 1: task 0 (forward receive from rank 0, tag 8") != std::string::npos);
+  CHECK(text.find("no matching send on rank 0") != std::string::npos);
+}
+
+TEST_CASE("graph check: ranks that each receive before they send deadlock across ranks", "[graph_check]")
+{
+  Workload w = two_ranks();
+  for (int r = 0; r < 2; ++r) {
+    auto& g     = w.ranks[static_cast<size_t>(r)].graph;
+    TaskId recv = boost::add_vertex(p2p(TaskKind::Recv, Stream::RecvPrev, 1 - r, 1 - r), g);
+    TaskId send = boost::add_vertex(p2p(TaskKind::Send, Stream::SendNext, 1 - r, r), g);
+    boost::add_edge(recv, send, g);
+  }
+  auto text = all(find_graph_problems(w));
+  INFO(text);
+  CHECK(text.find("the task graphs deadlock across ranks") != std::string::npos);
+  // The same exchange with the sends first on one side runs.
+  Workload ok = two_ranks();
+  for (int r = 0; r < 2; ++r) {
+    auto& g     = ok.ranks[static_cast<size_t>(r)].graph;
+    TaskId recv = boost::add_vertex(p2p(TaskKind::Recv, Stream::RecvPrev, 1 - r, 1 - r), g);
+    TaskId send = boost::add_vertex(p2p(TaskKind::Send, Stream::SendNext, 1 - r, r), g);
+    if (r == 0)
+      boost::add_edge(recv, send, g);
+    else
+      boost::add_edge(send, recv, g);
+  }
+  CHECK(find_graph_problems(ok).empty());
+}
+
+TEST_CASE("graph check: references that point nowhere are problems, not crashes", "[graph_check]")
+{
+  Workload w = two_ranks();
+  Task bad_work = compute_task(0);
+  bad_work.work = 5;
+  boost::add_vertex(bad_work, w.ranks[0].graph);
+  boost::add_vertex(p2p(TaskKind::Send, Stream::SendNext, 9, 0), w.ranks[0].graph);
+  Task bad_group;
+  bad_group.kind  = TaskKind::Collective;
+  bad_group.group = 3;
+  boost::add_vertex(bad_group, w.ranks[1].graph);
+  auto text = all(find_graph_problems(w));
+  INFO(text);
+  CHECK(text.find("refers to work 5, but there are 1") != std::string::npos);
+  CHECK(text.find("peer rank 9 is outside the world of 2 ranks") != std::string::npos);
+  CHECK(text.find("refers to group 3, but there are 0") != std::string::npos);
+}
+
+TEST_CASE("memory_problem names the stage and the breakdown; the default scenario fits", "[memory]")
+{
+  auto fits = load_scenario(std::string(STEPSIM_SOURCE_DIR) + "/configs/scenarios/default.json");
+  CHECK(memory_problem(fits).empty());
+  auto big = load_scenario(std::string(STEPSIM_SOURCE_DIR) + "/configs/scenarios/default.json",
+                           {"training.recompute=none", "training.micro_batch_size=8", "training.global_batch_size=1536",
+                            "simulation.allow_oom=true"});
+  auto why = memory_problem(big);
+  INFO(why);
+  for (const char* part : {"does not fit in memory: pipeline stage", "weights", "gradients", "optimizer", "activations",
+                           "buffers", "A100-SXM4-80GB has 74.51 GiB"})
+    CHECK(why.find(part) != std::string::npos);
+  // Loading it is fine (FLOP and memory queries need no fit); simulating it is bad input.
+  CHECK_NOTHROW(load_scenario(std::string(STEPSIM_SOURCE_DIR) + "/configs/scenarios/default.json",
+                              {"training.recompute=none", "training.micro_batch_size=8"}));
+  expect_rejected("run " + default_scenario() + " --set training.recompute=none --set training.micro_batch_size=8",
+                  "platform.node_groups[0].gpu: does not fit in memory: pipeline stage");
+}
+
+TEST_CASE("JSON nested without end and files that are not files are input errors")
+{
+  CHECK_THROWS_AS(parse_json_text(std::string(100000, '['), "deep.json"), InputError);
+  CHECK_THROWS_AS(read_json_file("/dev/zero"), InputError);
+  CHECK_THROWS_AS(read_json_file(STEPSIM_SOURCE_DIR), InputError);
 }

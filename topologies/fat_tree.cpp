@@ -1,16 +1,21 @@
-// A two-level fat-tree: each NIC on a leaf switch (leaf_radix NICs per leaf, in node order), each
+// A two-level fat-tree: nodes under leaf switches (leaf_radix NICs per leaf, in node order), each
 // leaf joined to the core by one aggregated uplink carrying the leaf's whole NIC bandwidth
 // divided by the oversubscription. With oversubscription 1 the fabric is non-blocking: only the
 // NICs limit traffic.
 //
-//   nic ─┐            ┌─ nic
-//   nic ─┼─ leaf ═╗ ╔═ leaf ─┼─ nic
-//   nic ─┘        core       └─ nic
+//   node ─┐              ┌─ node
+//   node ─┼─ leaf ═╗  ╔═ leaf ─┼─ node
+//   node ─┘       core        └─ node
+//
+// Each switch is a SimGrid star zone: a route is the sender's links up and the receiver's links
+// down, found without a graph search.
 #include "topologies/platform.hpp"
 
 #include <simgrid/s4u.hpp>
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace stepsim {
 namespace {
@@ -18,35 +23,51 @@ namespace {
 namespace sg4   = simgrid::s4u;
 using Direction = sg4::LinkInRoute::Direction;
 
-void build_fat_tree(FabricContext& f)
+std::vector<sg4::NetZone*> build_fat_tree(const PlatformSpec& spec, const std::vector<NodePort>& nodes)
 {
-  const int radix = f.spec->network.leaf_radix;
-  auto* core      = f.zone->create_router("core");
-  simgrid::kernel::routing::NetPoint* leaf = nullptr;
-  double leaf_bandwidth                    = 0;
-  int leaf_index                           = -1;
-  auto close_leaf = [&] {
-    if (leaf == nullptr)
-      return;
-    auto* up = f.zone->create_split_duplex_link(fmt::format("leaf{}-uplink", leaf_index),
-                                                leaf_bandwidth / f.spec->network.oversubscription);
-    up->set_latency(0)->seal();
-    f.zone->add_route(leaf, core, nullptr, nullptr, {sg4::LinkInRoute(up, Direction::UP)}, true);
+  auto* core = sg4::create_star_zone("core");
+  std::vector<sg4::NetZone*> parent(nodes.size(), nullptr);
+  sg4::NetZone* leaf  = nullptr;
+  int leaf_nics       = 0;
+  double leaf_Bps     = 0;
+  int leaf_index      = -1;
+  struct Leaf {
+    sg4::NetZone* zone;
+    simgrid::kernel::routing::NetPoint* gateway;
+    double Bps;
   };
-  for (size_t i = 0; i < f.nics.size(); ++i) {
-    if (i % radix == 0) {
-      close_leaf();
-      leaf           = f.zone->create_router(fmt::format("leaf{}", ++leaf_index));
-      leaf_bandwidth = 0;
+  std::vector<Leaf> leaves;
+  simgrid::kernel::routing::NetPoint* gateway = nullptr;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (leaf == nullptr || leaf_nics + nodes[i].nics > std::max(spec.network.leaf_radix, nodes[i].nics)) {
+      if (leaf != nullptr)
+        leaves.push_back(Leaf{leaf, gateway, leaf_Bps});
+      leaf = sg4::create_star_zone(fmt::format("leaf{}", ++leaf_index));
+      leaf->set_parent(core);
+      // SimGrid routes between zones through gateways that live inside child zones: the switch
+      // is a one-router zone, reached over its backplane, which no realistic traffic fills.
+      auto* sw = sg4::create_full_zone(fmt::format("leaf{}-switch", leaf_index));
+      sw->set_parent(leaf);
+      gateway = sw->create_router(fmt::format("leaf{}-switch-router", leaf_index));
+      sw->seal();
+      auto* backplane = leaf->create_link(fmt::format("leaf{}-backplane", leaf_index), 1e18);
+      backplane->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)->seal();
+      leaf->add_route(sw->get_netpoint(), nullptr, gateway, nullptr, {sg4::LinkInRoute(backplane)}, true);
+      leaf_nics = 0;
+      leaf_Bps  = 0;
     }
-    const NicPort& nic = f.nics[i];
-    auto* link = f.zone->create_split_duplex_link(fmt::format("node{}-nic{}-link", nic.node, nic.rail), nic.bandwidth_Bps);
-    // Half the NIC-to-NIC latency on each end, so any two NICs are latency_s apart.
-    link->set_latency(nic.latency_s / 2)->seal();
-    f.zone->add_route(nic.point, leaf, nullptr, nullptr, {sg4::LinkInRoute(link, Direction::UP)}, true);
-    leaf_bandwidth += nic.bandwidth_Bps;
+    leaf_nics += nodes[i].nics;
+    leaf_Bps += nodes[i].uplink_Bps;
+    parent[i] = leaf;
   }
-  close_leaf();
+  leaves.push_back(Leaf{leaf, gateway, leaf_Bps});
+  for (size_t l = 0; l < leaves.size(); ++l) {
+    auto* up = core->create_split_duplex_link(fmt::format("leaf{}-uplink", l), leaves[l].Bps / spec.network.oversubscription);
+    up->set_latency(0)->seal();
+    core->add_route(leaves[l].zone->get_netpoint(), nullptr, leaves[l].gateway, nullptr,
+                    {sg4::LinkInRoute(up, Direction::UP)}, true);
+  }
+  return parent;
 }
 
 const bool registered = FabricRegistry::add(

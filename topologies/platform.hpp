@@ -1,10 +1,15 @@
 // Builds the SimGrid platform of a scenario inside the running SimGrid engine: one host per GPU,
-// the links of each node (NVSwitch or PCIe) and of the cluster fabric, routed by shortest path so
-// that traffic between GPUs of a node stays on the node's own links.
+// the links of each node (NVSwitch or PCIe) and of the cluster fabric.
 //
-//   GPU ─nvlink─┐                 node: GPUs on an NVSwitch (or PCIe switch) router
+// The platform is a hierarchy of SimGrid zones, so that routing stays cheap at 16,384 GPUs: each
+// node is a small zone of its own (GPUs, their switch, their NICs, one gateway), and the fabric
+// joins the node zones at their gateways. A flow between nodes is limited by its GPU's NIC link
+// (with one NIC per GPU the NIC link joins the GPU to the gateway directly), shared with other
+// flows there and on the fabric's links above it.
+//
+//   GPU ─nvlink─┐                            node zone (Floyd routing)
 //   GPU ─nvlink─┼─ nvswitch
-//   GPU ─pcie── nic ─nic link─ leaf ─uplink─ core      fabric: registered builders ("fat_tree")
+//   GPU ─pcie── nic ─nic link─ gateway ── fabric     fabric: registered builders ("fat_tree")
 #pragma once
 
 #include "sim/registry.hpp"
@@ -18,39 +23,34 @@ namespace simgrid::s4u {
 class Host;
 class NetZone;
 } // namespace simgrid::s4u
-namespace simgrid::kernel::routing {
-class NetPoint;
-}
 
 namespace stepsim {
 
 struct BuiltPlatform {
-  std::vector<simgrid::s4u::Host*> gpus; // GPU g of the job runs rank g
+  std::vector<simgrid::s4u::Host*> gpus; // GPU g of the job runs rank g; null where not built
   std::vector<int> group_of_gpu;         // index into PlatformSpec::node_groups
 };
 
-// One network port of a node, to be wired into the fabric.
-struct NicPort {
-  simgrid::kernel::routing::NetPoint* point = nullptr;
-  int node                                  = 0; // node index over all groups
-  int rail                                  = 0; // NIC index within the node
-  double bandwidth_Bps                      = 0;
-  double latency_s                          = 0;
+// What a fabric sees of a node: its index and the bandwidth of its uplink (its NICs together).
+struct NodePort {
+  int node             = 0;
+  int nics             = 0;
+  double uplink_Bps    = 0;
 };
 
-struct FabricContext {
-  simgrid::s4u::NetZone* zone = nullptr;
-  const PlatformSpec* spec    = nullptr;
-  std::vector<NicPort> nics;
-};
-
+// A fabric builds its switches as zones and says which zone each node hangs from; the platform
+// builder then creates the node's zone inside it and joins it with the node's uplink.
 struct FabricBuilder {
-  std::function<void(FabricContext&)> build;
+  std::function<std::vector<simgrid::s4u::NetZone*>(const PlatformSpec& spec, const std::vector<NodePort>& nodes)>
+      build;
 };
 using FabricRegistry = Registry<FabricBuilder>;
 
 // SimGrid's network model settings for GPU interconnects; call before building.
 void configure_network_model();
-BuiltPlatform build_platform(const PlatformSpec& spec);
+// Builds every GPU, or only those with `in_use[g]` set (and the nodes and NICs they need) when
+// `in_use` is given: a reduced simulation touches a small part of a large cluster, and SimGrid's
+// platform creation grows faster than linearly with the number of links.
+BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& in_use = {});
 
 } // namespace stepsim

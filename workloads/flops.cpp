@@ -1,3 +1,4 @@
+#include "workloads/cnn.hpp"
 #include "workloads/lower.hpp"
 
 namespace stepsim {
@@ -15,12 +16,17 @@ double forward_flops_per_token(const ModelSpec& m, double seq)
 
 double model_flops_per_step(const Scenario& s)
 {
+  if (is_cnn(s.model)) // forward, then input and weight gradients at twice the forward
+    return 3.0 * double(s.training.global_batch_size) * cnn_forward_flops_per_sample(s.model);
   double tokens = double(s.training.global_batch_size) * s.model.seq_length;
   return 3.0 * tokens * forward_flops_per_token(s.model, s.model.seq_length);
 }
 
 double hardware_flops_per_step(const Scenario& s)
 {
+  if (is_cnn(s.model)) // full recompute runs every forward twice
+    return (s.training.recompute == "full" ? 4.0 : 3.0) * double(s.training.global_batch_size) *
+           cnn_forward_flops_per_sample(s.model);
   double tokens  = double(s.training.global_batch_size) * s.model.seq_length;
   double forward = tokens * forward_flops_per_token(s.model, s.model.seq_length);
   if (s.training.recompute == "full")

@@ -1,5 +1,6 @@
 #include "workloads/lower.hpp"
 
+#include "workloads/cnn.hpp"
 #include "workloads/layout.hpp"
 #include "workloads/schedule.hpp"
 #include "workloads/transformer.hpp"
@@ -12,7 +13,12 @@ namespace stepsim {
 
 namespace {
 
-constexpr double kGradientBytes = 2; // gradients are reduced in the training precision (Megatron's default)
+// Gradients are reduced in the training precision (Megatron's default for fp16); fp32 training
+// reduces fp32 gradients.
+double gradient_bytes(const TrainingSpec& t)
+{
+  return element_bytes(t.precision) == 4 ? 4 : 2;
+}
 
 // Bytes moved through memory per parameter by one optimizer update of its shard (mixed precision
 // Adam: fp32 master weight, gradient, two moments read; weight and moments written; low-precision
@@ -22,21 +28,43 @@ double optimizer_bytes_per_parameter(const TrainingSpec& t)
   return t.optimizer == "adam" ? 4 * 4 + 3 * 4 + 2 : 4 * 3 + 4 * 2;
 }
 
+// The model as the lowering walks it: per virtual stage, a list of layers; a layer is one or more
+// blocks, each a compute work that a tensor-parallel collective may follow. A transformer's first
+// virtual stage starts with the embedding and its last ends with the head; a CNN's layers are its
+// modules. Work indices point into Workload::works; -1 = none.
+struct Block {
+  int forward = -1, backward = -1, recompute = -1;
+  int backward_input = -1, backward_weight = -1; // schedules that split backward (ZB-H1)
+  bool reduce_forward = false, reduce_backward = false; // tensor-parallel collective after it
+};
+
+struct Layer {
+  std::vector<Block> blocks;
+  double parameters = 0;   // per rank; their gradients join the data-parallel buckets
+  bool recomputed  = false; // full recompute re-runs its forward before its backward
+};
+
+struct VirtualStage {
+  std::vector<Layer> layers;
+  double output_bytes = 0; // per rank: the activation sent to the next virtual stage
+};
+
 class Lowering {
 public:
   explicit Lowering(const Scenario& s)
-      : s_(s), layout_(s.parallelism), p_(s.parallelism.pipeline), v_(s.parallelism.virtual_stages),
-        layers_per_chunk_(s.model.num_layers / (p_ * v_))
+      : s_(s), layout_(s.parallelism), p_(s.parallelism.pipeline), v_(s.parallelism.virtual_stages)
   {
     w_.world_size = layout_.world_size();
     w_.stages     = p_;
-    works_        = add_transformer_works(s, w_.works);
+    plan_         = is_cnn(s.model) ? cnn_plan() : transformer_plan();
     schedule_     = &ScheduleRegistry::get(s.parallelism.schedule, "parallelism.schedule");
     shape_        = PipelineShape{p_, static_cast<int>(s.micro_batches_per_replica()), v_};
   }
 
   Workload run()
   {
+    // Reserved up front: a growing vector would copy every graph built so far.
+    w_.ranks.reserve(s_.simulation.fidelity == "full" ? layout_.world_size() : p_);
     if (s_.simulation.fidelity == "full") {
       for (int r = 0; r < layout_.world_size(); ++r)
         lower_rank(r);
@@ -48,6 +76,67 @@ public:
   }
 
 private:
+  // --- the model, per virtual stage -------------------------------------------------------------
+  int add_work(std::string name, std::vector<Kernel> kernels)
+  {
+    if (kernels.empty())
+      return -1;
+    w_.works.push_back(Work{std::move(name), std::move(kernels), 0});
+    return static_cast<int>(w_.works.size() - 1);
+  }
+
+  std::vector<VirtualStage> transformer_plan()
+  {
+    const TransformerWorks t = add_transformer_works(s_, w_.works);
+    const bool full = s_.training.recompute == "full";
+    Block attention{t.attention_forward, t.attention_backward, t.attention_recompute, t.attention_backward_input,
+                    t.attention_backward_weight, true, true};
+    Block mlp{t.mlp_forward, t.mlp_backward, t.mlp_recompute, t.mlp_backward_input, t.mlp_backward_weight, true, true};
+    // The vocabulary-parallel embedding all-reduces its output; the head all-reduces its input
+    // gradient. Neither is recomputed.
+    Layer embedding{{Block{t.embedding_forward, t.embedding_backward, -1, t.embedding_backward, -1, true, false}},
+                    embedding_parameters_per_rank(s_.model, layout_.tensor), false};
+    Layer head{{Block{t.head_forward, t.head_backward, -1, t.head_backward, -1, false, true}}, head_parameters(), false};
+    Layer layer{{attention, mlp}, layer_parameters_per_rank(s_.model, layout_.tensor), full};
+
+    std::vector<VirtualStage> plan(static_cast<size_t>(p_ * v_));
+    for (int vs = 0; vs < p_ * v_; ++vs) {
+      auto& layers = plan[vs].layers;
+      if (vs == 0)
+        layers.push_back(embedding);
+      layers.insert(layers.end(), static_cast<size_t>(s_.layers_in_virtual_stage(vs)), layer);
+      if (vs == p_ * v_ - 1)
+        layers.push_back(head);
+      plan[vs].output_bytes = activation_bytes(s_) / layout_.tensor; // Megatron's scatter/gather across tensor peers
+    }
+    return plan;
+  }
+
+  std::vector<VirtualStage> cnn_plan()
+  {
+    const auto layers   = cnn_layers(s_.model, double(s_.training.micro_batch_size), element_bytes(s_.training.precision));
+    const auto split    = cnn_stage_split(s_, layers);
+    const bool full     = s_.training.recompute == "full";
+    std::vector<VirtualStage> plan(split.size());
+    size_t next = 0;
+    for (size_t vs = 0; vs < split.size(); ++vs) {
+      for (int i = 0; i < split[vs] && next < layers.size(); ++i, ++next) {
+        const CnnLayer& l = layers[next];
+        std::vector<Kernel> backward = l.backward_input;
+        backward.insert(backward.end(), l.backward_weight.begin(), l.backward_weight.end());
+        Block b;
+        b.forward         = add_work(l.name + "_forward", l.forward);
+        b.backward        = add_work(l.name + "_backward", backward);
+        b.recompute       = full ? add_work(l.name + "_recompute", l.forward) : -1;
+        b.backward_input  = add_work(l.name + "_backward_input", l.backward_input);
+        b.backward_weight = add_work(l.name + "_backward_weight", l.backward_weight);
+        plan[vs].layers.push_back(Layer{{b}, l.parameters, full});
+        plan[vs].output_bytes = l.output_bytes;
+      }
+    }
+    return plan;
+  }
+
   // --- groups -------------------------------------------------------------------------------
   int group(const std::string& name, std::vector<int> ranks)
   {
@@ -114,14 +203,15 @@ private:
     return id;
   }
 
-  TaskId point_to_point(TaskKind kind, Stream stream, int peer, int tag, Pass pass, const PipeOp& op, TaskId after)
+  TaskId point_to_point(TaskKind kind, Stream stream, int peer, int tag, double bytes, Pass pass, const PipeOp& op,
+                        TaskId after)
   {
     Task t;
     t.kind        = kind;
     t.stream      = stream;
     t.peer        = peer;
     t.tag         = tag;
-    t.bytes       = activation_bytes(s_) / layout_.tensor; // Megatron's scatter/gather across tensor peers
+    t.bytes       = bytes;
     t.pass        = pass;
     t.micro_batch = op.micro_batch;
     t.chunk       = op.chunk;
@@ -132,8 +222,12 @@ private:
 
   // One tensor-parallel block: with sequence parallelism an all-gather before and a
   // reduce-scatter after the compute, otherwise one all-reduce after it.
-  TaskId block(int work, Pass pass, const PipeOp& op, TaskId after)
+  TaskId block(int work, Pass pass, const PipeOp& op, TaskId after, bool reduce = true)
   {
+    if (work < 0)
+      return after;
+    if (!reduce)
+      return compute(work, pass, op, after);
     const bool tp = layout_.tensor > 1;
     const bool sp = s_.parallelism.sequence_parallel;
     const double bytes = activation_bytes(s_);
@@ -164,18 +258,13 @@ private:
     TaskId after  = ProgramBuilder::kNone;
     if (vs > 0)
       after = point_to_point(TaskKind::Recv, Stream::RecvPrev, rank_of_virtual_stage(vs - 1), tag(op.micro_batch, vs - 1, false),
-                             Pass::Forward, op, after);
-    if (vs == 0)
-      after = block(works_.embedding_forward, Pass::Forward, op, after);
-    for (int l = 0; l < layers_per_chunk_; ++l) {
-      after = block(works_.attention_forward, Pass::Forward, op, after);
-      after = block(works_.mlp_forward, Pass::Forward, op, after);
-    }
-    if (vs == last_virtual_stage())
-      after = compute(works_.head_forward, Pass::Forward, op, after);
-    else
+                             plan_[vs - 1].output_bytes, Pass::Forward, op, after);
+    for (const Layer& layer : plan_[vs].layers)
+      for (const Block& b : layer.blocks)
+        after = block(b.forward, Pass::Forward, op, after, b.reduce_forward);
+    if (vs < last_virtual_stage())
       point_to_point(TaskKind::Send, Stream::SendNext, rank_of_virtual_stage(vs + 1), tag(op.micro_batch, vs, false),
-                     Pass::Forward, op, after);
+                     plan_[vs].output_bytes, Pass::Forward, op, after);
   }
 
   void backward(const PipeOp& op, bool last_for_chunk)
@@ -183,53 +272,40 @@ private:
     const int vs      = virtual_stage(op.chunk);
     const bool split  = schedule_->splits_backward;
     const Pass pass   = split ? Pass::BackwardInput : Pass::Backward;
-    const bool full   = s_.training.recompute == "full";
     const bool grads  = last_for_chunk && !split; // weight gradients of the step are complete after this pass
     TaskId after      = ProgramBuilder::kNone;
     if (vs < last_virtual_stage())
       after = point_to_point(TaskKind::Recv, Stream::RecvNext, rank_of_virtual_stage(vs + 1), tag(op.micro_batch, vs, true),
-                             pass, op, after);
-    else {
-      after = block(works_.head_backward, pass, op, after);
+                             plan_[vs].output_bytes, pass, op, after);
+    const auto& layers = plan_[vs].layers;
+    for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+      if (layer->recomputed)
+        for (const Block& b : layer->blocks)
+          after = block(b.recompute, Pass::Recompute, op, after, b.reduce_forward);
+      for (auto b = layer->blocks.rbegin(); b != layer->blocks.rend(); ++b)
+        after = block(split ? b->backward_input : b->backward, pass, op, after, b->reduce_backward);
       if (grads)
-        gradients_ready(head_parameters(), after);
+        gradients_ready(layer->parameters, after);
     }
-    for (int l = 0; l < layers_per_chunk_; ++l) {
-      if (full) {
-        after = block(works_.attention_recompute, Pass::Recompute, op, after);
-        after = block(works_.mlp_recompute, Pass::Recompute, op, after);
-      }
-      after = block(split ? works_.mlp_backward_input : works_.mlp_backward, pass, op, after);
-      after = block(split ? works_.attention_backward_input : works_.attention_backward, pass, op, after);
-      if (grads)
-        gradients_ready(layer_parameters_per_rank(s_.model, layout_.tensor), after);
-    }
-    if (vs == 0) {
-      after = compute(works_.embedding_backward, pass, op, after);
-      if (grads)
-        gradients_ready(embedding_parameters_per_rank(s_.model, layout_.tensor), after);
-    } else {
+    if (vs > 0)
       point_to_point(TaskKind::Send, Stream::SendPrev, rank_of_virtual_stage(vs - 1), tag(op.micro_batch, vs - 1, true),
-                     pass, op, after);
-    }
+                     plan_[vs - 1].output_bytes, pass, op, after);
     if (grads)
       flush_bucket();
   }
 
   void weight(const PipeOp& op, bool last_for_chunk)
   {
-    const int vs  = virtual_stage(op.chunk);
-    TaskId after  = ProgramBuilder::kNone;
-    if (vs == last_virtual_stage() && last_for_chunk)
-      gradients_ready(head_parameters(), ProgramBuilder::kNone);
-    for (int l = 0; l < layers_per_chunk_; ++l) {
-      after = compute(works_.mlp_backward_weight, Pass::BackwardWeight, op, after);
-      after = compute(works_.attention_backward_weight, Pass::BackwardWeight, op, after);
+    const int vs       = virtual_stage(op.chunk);
+    TaskId after       = ProgramBuilder::kNone;
+    const auto& layers = plan_[vs].layers;
+    for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+      for (auto b = layer->blocks.rbegin(); b != layer->blocks.rend(); ++b)
+        if (b->backward_weight >= 0)
+          after = compute(b->backward_weight, Pass::BackwardWeight, op, after);
       if (last_for_chunk)
-        gradients_ready(layer_parameters_per_rank(s_.model, layout_.tensor), after);
+        gradients_ready(layer->parameters, after);
     }
-    if (vs == 0 && last_for_chunk)
-      gradients_ready(embedding_parameters_per_rank(s_.model, layout_.tensor), after);
     if (last_for_chunk)
       flush_bucket();
   }
@@ -247,7 +323,7 @@ private:
 
   void gradients_ready(double parameters, TaskId produced_by)
   {
-    pending_.bytes += parameters * kGradientBytes;
+    pending_.bytes += parameters * gradient_bytes(s_.training);
     if (produced_by != ProgramBuilder::kNone)
       pending_.ready = produced_by;
     stage_parameters_ += parameters;
@@ -275,8 +351,8 @@ private:
       after = collective(Stream::Data, sharded ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, data_group(coord_),
                          b.bytes, Pass::Backward, none, ready);
     }
-    if (p_ > 1 && s_.model.tied_embeddings && (stage_ == 0 || stage_ == p_ - 1)) {
-      double bytes = double(s_.model.vocab_size) * s_.model.hidden_size / layout_.tensor * kGradientBytes;
+    if (p_ > 1 && !is_cnn(s_.model) && s_.model.tied_embeddings && (stage_ == 0 || stage_ == p_ - 1)) {
+      double bytes = double(s_.model.vocab_size) * s_.model.hidden_size / layout_.tensor * gradient_bytes(s_.training);
       after = collective(Stream::Data, CollectiveOp::AllReduce, embedding_group(coord_), bytes, Pass::Backward, none,
                          last_compute);
     }
@@ -335,9 +411,9 @@ private:
 
   const Scenario& s_;
   Layout layout_;
-  const int p_, v_, layers_per_chunk_;
+  const int p_, v_;
   Workload w_;
-  TransformerWorks works_{};
+  std::vector<VirtualStage> plan_;
   const PipelineSchedule* schedule_ = nullptr;
   PipelineShape shape_;
   std::map<std::string, int> group_ids_;

@@ -3,11 +3,14 @@
 #include "models/collective.hpp"
 #include "models/compute_model.hpp"
 #include "models/device.hpp"
+#include "models/link_calibration.hpp"
 #include "models/memory.hpp"
+#include "sim/graph_check.hpp"
 #include "sim/json_reader.hpp"
 #include "sim/metrics.hpp"
 #include "sim/replay.hpp"
 #include "topologies/platform.hpp"
+#include "workloads/cnn.hpp"
 #include "workloads/lower.hpp"
 #include "workloads/schedule.hpp"
 
@@ -18,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,6 +75,7 @@ void validate(const Scenario& s)
   check([&] { CollectiveRegistry::get(s.simulation.collective_algorithm, "simulation.collective_algorithm"); });
   check([&] { ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model"); });
   check([&] { FabricRegistry::get(s.platform.network.topology, "platform.network.topology"); });
+  check([&] { check_cnn(s); });
   if (s.platform.node_groups.size() > 1)
     problems.add("platform.node_groups", "several node groups in one job are not supported yet; use one group");
   problems.throw_if_any();
@@ -122,13 +127,37 @@ Report analytic_report(const Scenario& s)
   return r;
 }
 
-Report simulate(const Scenario& s)
+std::string memory_problem(const Scenario& s)
+{
+  Report r = analytic_report(s);
+  if (r.fits_in_memory)
+    return "";
+  int stage = 0;
+  for (const auto& st : r.stages)
+    if (st.memory_bytes >= r.memory_peak_bytes)
+      stage = st.stage;
+  constexpr double GiB = 1024.0 * 1024 * 1024;
+  const auto& m        = r.memory;
+  return fmt::format("platform.node_groups[0].gpu: does not fit in memory: pipeline stage {} needs {:.2f} GiB per GPU "
+                     "(weights {:.2f}, gradients {:.2f}, optimizer {:.2f}, activations {:.2f}, buffers {:.2f} GiB) "
+                     "but {} has {:.2f} GiB",
+                     stage, r.memory_peak_bytes / GiB, m.weights / GiB, m.gradients / GiB, m.optimizer / GiB,
+                     m.activations / GiB, m.buffers / GiB, r.device, r.memory_capacity_bytes / GiB);
+}
+
+Report simulate(const Scenario& s, Timeline* timeline)
 {
   Device device = load_device(s.platform.node_groups.front().gpu, "platform.node_groups[0].gpu");
   Report r;
   fill_analytic(s, device, r);
+  // A step time for a job that cannot run would mislead, so a scenario that does not fit is bad
+  // input unless asked for. Checked here rather than in validate() so that FLOP and memory queries
+  // (analytic_report, plans) still accept it.
+  if (!r.fits_in_memory && !s.simulation.allow_oom)
+    throw InputError({memory_problem(s) + "; pass --allow-oom (simulation.allow_oom) to simulate it anyway"});
 
   Workload workload = lower(s);
+  check_task_graphs(workload); // a graph that would deadlock fails here, naming the rank and task
   assign_work_seconds(workload, device, ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model"),
                       s.training.precision);
 
@@ -138,7 +167,8 @@ Report simulate(const Scenario& s)
   char* argv[] = {name, nullptr};
   simgrid::s4u::Engine engine(&argc, argv);
   configure_network_model();
-  BuiltPlatform platform = build_platform(s.platform);
+  BuiltPlatform platform =
+      build_platform(with_achieved_bandwidth(s.platform, load_link_efficiency()), ranks_in_use(workload));
   ReplayResult result =
       replay(workload, platform.gpus, CollectiveRegistry::get(s.simulation.collective_algorithm, "simulation.collective_algorithm"));
 
@@ -147,6 +177,12 @@ Report simulate(const Scenario& s)
   r.step_time_s     = result.end_s;
   r.simulated_ranks = static_cast<long long>(workload.ranks.size());
   r.activities      = result.activities;
+  if (timeline != nullptr) {
+    *timeline               = build_timeline(workload, result);
+    timeline->name          = s.name;
+    timeline->schedule      = s.parallelism.schedule;
+    timeline->micro_batches = r.micro_batches;
+  }
 
   // Per stage: the simulated rank of that stage with the most exposed communication.
   std::vector<bool> seen(r.stages.size(), false);
@@ -188,6 +224,7 @@ std::string run_in_child(const std::function<std::string()>& body)
   int fds[2];
   if (pipe(fds) != 0)
     throw std::runtime_error("cannot create a pipe for the simulation process");
+  std::fflush(nullptr); // else the child would write the parent's buffered output a second time
   pid_t pid = fork();
   if (pid < 0)
     throw std::runtime_error("cannot fork the simulation process");

@@ -4,6 +4,7 @@
 
 #include "sim/report.hpp"
 #include "sim/scenario.hpp"
+#include "sim/timeline.hpp"
 
 #include <functional>
 #include <string>
@@ -19,9 +20,17 @@ Scenario scenario_from_json(const nlohmann::json& document, const std::string& b
 // Checks what needs the registries and the device catalogue; throws InputError naming each path.
 void validate(const Scenario& s);
 
+// Why the scenario does not fit in device memory: the stage with the peak, its breakdown
+// (weights, gradients, optimizer, activations, buffers) against the capacity. "" when it fits.
+// simulate() rejects such a scenario (InputError) unless simulation.allow_oom; sweeps can call
+// this to put the reason in the row without simulating.
+std::string memory_problem(const Scenario& s);
+
 // Simulates one step in this process. SimGrid allows one engine per process, so a process calls
 // this once; simulate_isolated runs it in a child process and may be called any number of times.
-Report simulate(const Scenario& s);
+// When `timeline` is given it receives what every simulated rank did and when (for traces and
+// pictures).
+Report simulate(const Scenario& s, Timeline* timeline = nullptr);
 Report simulate_isolated(const Scenario& s);
 
 // Runs `body` in a forked child process and returns the text it produced (SimGrid's one engine

@@ -1,4 +1,7 @@
 // `stepsim run FILE`: simulate one training step and print its report.
+#include "sim/gantt_svg.hpp"
+#include "sim/report_csv.hpp"
+#include "sim/trace.hpp"
 #include "tools/driver/simulate.hpp"
 #include "tools/stepsim/command.hpp"
 
@@ -12,18 +15,31 @@ namespace {
 
 struct RunOptions {
   std::string file, json_out;
+  std::string csv_out, trace_out, svg_out; // the other outputs (see the footer)
   std::vector<std::string> sets;
-  bool quiet = false;
+  bool quiet     = false;
+  bool allow_oom = false;
 };
 
 int run(const RunOptions& o)
 {
-  Scenario s  = load_scenario(o.file, o.sets);
+  std::vector<std::string> sets = o.sets;
+  if (o.allow_oom)
+    sets.push_back("simulation.allow_oom=true");
+  Scenario s  = load_scenario(o.file, sets);
   auto start  = std::chrono::steady_clock::now();
-  Report r    = simulate(s);
+  const bool pictures = !o.trace_out.empty() || !o.svg_out.empty();
+  Timeline timeline;
+  Report r    = simulate(s, pictures ? &timeline : nullptr);
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.json_out.empty())
     write_text_file(o.json_out, to_json(r).dump(2) + "\n");
+  if (!o.csv_out.empty())
+    write_text_file(o.csv_out, csv_header(r) + csv_row(r));
+  if (!o.trace_out.empty())
+    write_text_file(o.trace_out, trace_json(timeline));
+  if (!o.svg_out.empty())
+    write_text_file(o.svg_out, gantt_svg(timeline, r));
   if (!o.quiet) {
     fmt::print("{}", to_table(r));
     fmt::print("\n  simulated {} ranks, {} activities in {:.2f} s wall\n", r.simulated_ranks, r.activities, wall);
@@ -37,10 +53,19 @@ std::function<int()> setup(CLI::App& sub)
   sub.add_option("FILE", o->file, "scenario JSON file")->required();
   sub.add_option("--set", o->sets, "override a field: path=value, e.g. parallelism.tensor=4 (repeatable)");
   sub.add_option("--json", o->json_out, "write the report as JSON to this file");
+  sub.add_option("--csv", o->csv_out, "write the report as CSV (a header line and one row) to this file");
+  sub.add_option("--trace", o->trace_out,
+                 "write a Chrome/Perfetto trace (open it in https://ui.perfetto.dev or chrome://tracing)");
+  sub.add_option("--svg", o->svg_out, "write a Gantt chart of the step, one row per simulated rank, as SVG");
   sub.add_flag("--quiet,-q", o->quiet, "print nothing (use with --json)");
+  sub.add_flag("--allow-oom", o->allow_oom,
+               "simulate even when a stage needs more memory than the GPU has (otherwise exit 2)");
   sub.footer("Examples:\n  stepsim run configs/scenarios/default.json\n"
              "  stepsim run configs/scenarios/default.json --set parallelism.pipeline=8 --set parallelism.data=16\n"
-             "  stepsim run configs/scenarios/default.json --json report.json --quiet");
+             "  stepsim run configs/scenarios/default.json --json report.json --quiet\n"
+             "  stepsim run configs/scenarios/default.json --csv report.csv      # header + one row, per-stage columns\n"
+             "  stepsim run configs/scenarios/default.json --trace step.json     # open in https://ui.perfetto.dev\n"
+             "  stepsim run configs/scenarios/default.json --svg step.svg        # Gantt chart, open in a browser");
   return [o] { return run(*o); };
 }
 

@@ -1,9 +1,16 @@
-// `stepsim validate FILE`: check a scenario and list every problem at once.
+// `stepsim validate FILE`: check a scenario or a sweep file and list every problem at once.
+// A sweep file (one with "grid" or "zip") is checked as a file, then every point is checked as a
+// scenario: points that do not divide or do not fit are allowed in a sweep (they become rows
+// with their reason), so they are summarised, not failed.
+#include "sim/input_error.hpp"
+#include "sim/json_reader.hpp"
 #include "tools/driver/simulate.hpp"
+#include "tools/driver/sweep.hpp"
 #include "tools/stepsim/command.hpp"
 
 #include <fmt/format.h>
 
+#include <map>
 #include <memory>
 
 namespace stepsim {
@@ -14,20 +21,51 @@ struct ValidateOptions {
   std::vector<std::string> sets;
 };
 
+int validate_sweep(const std::string& file)
+{
+  Sweep sweep = load_sweep(file);
+  std::map<std::string, size_t> reasons;
+  size_t bad = 0;
+  for (size_t i = 0; i < sweep.points(); ++i) {
+    nlohmann::json doc = sweep.base;
+    for (const auto& [path, value] : sweep.parameters(i))
+      set_by_path(doc, path + "=" + value.dump());
+    try {
+      Scenario s = scenario_from_json(doc, sweep.base_dir);
+      if (std::string oom = memory_problem(s); !oom.empty())
+        throw InputError({oom});
+    } catch (const InputError& e) {
+      ++bad;
+      for (const auto& p : e.problems())
+        ++reasons[p];
+    }
+  }
+  fmt::print("{}: valid sweep of {} points; {} would run, {} are infeasible and will be rows with their reason\n", file,
+             sweep.points(), sweep.points() - bad, bad);
+  for (const auto& [reason, count] : reasons)
+    fmt::print("  {:>5} × {}\n", count, reason);
+  return 0;
+}
+
 std::function<int()> setup(CLI::App& sub)
 {
   auto o = std::make_shared<ValidateOptions>();
-  sub.add_option("FILE", o->file, "scenario JSON file")->required();
-  sub.add_option("--set", o->sets, "override a field: path=value");
+  sub.add_option("FILE", o->file, "scenario or sweep JSON file")->required();
+  sub.add_option("--set", o->sets, "override a field of a scenario: path=value");
   return [o] {
-    load_scenario(o->file, o->sets);
+    nlohmann::json doc = read_json_file(o->file);
+    if (doc.is_object() && (doc.contains("grid") || doc.contains("zip")) && o->sets.empty())
+      return validate_sweep(o->file);
+    Scenario s = load_scenario(o->file, o->sets);
+    if (std::string oom = memory_problem(s); !oom.empty())
+      throw InputError({oom + "; pass --allow-oom (simulation.allow_oom) to simulate it anyway"});
     fmt::print("{}: valid\n", o->file);
     return 0;
   };
 }
 
 const bool registered =
-    CommandRegistry::add("validate", "check a scenario file and list every problem", Command{setup});
+    CommandRegistry::add("validate", "check a scenario or sweep file and list every problem", Command{setup});
 
 } // namespace
 } // namespace stepsim

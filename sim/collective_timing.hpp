@@ -1,0 +1,57 @@
+// Which collectives can be timed by their closed form instead of flow by flow, and how long they
+// take.
+//
+// A collective's flows add nothing to its closed form when no other traffic of the workload can
+// share a link with them and its own flows do not share links within a step. Then each step takes
+// the path latency plus the step's bytes over the path's bottleneck bandwidth, exactly what the
+// flow-level replay gives on an idle path (CM02 without cross traffic), and the collective is the
+// sum of its steps. Typical case: tensor-parallel all-reduces inside an NVSwitch node whose links
+// carry nothing else. The test is made on the SimGrid routes of the built platform, so it holds
+// for any topology.
+#pragma once
+
+#include "models/collective.hpp"
+#include "sim/task_graph.hpp"
+
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace simgrid::s4u {
+class Host;
+class Link;
+} // namespace simgrid::s4u
+
+namespace stepsim {
+
+class CollectiveTiming {
+public:
+  CollectiveTiming(const Workload& w, const std::vector<simgrid::s4u::Host*>& hosts,
+                   const CollectiveAlgorithm& algorithm);
+
+  // True when collectives `op` of group `group` may be timed by seconds().
+  bool analytic(int group, CollectiveOp op) const;
+  // The closed-form duration of one collective: the sum over steps of the slowest member's step.
+  double seconds(int group, CollectiveOp op, double bytes);
+  // Latency of the path between two ranks' GPUs.
+  double latency(int src_rank, int dst_rank) { return path(src_rank, dst_rank).latency_s; }
+
+private:
+  struct Path {
+    double latency_s = 0, bandwidth_Bps = 0;
+    std::vector<const simgrid::s4u::Link*> links;
+  };
+  const Path& path(int src_rank, int dst_rank);
+  // Links the collective's flows use, or false when two flows of one step share a link.
+  bool links_of(int group, CollectiveOp op, std::vector<const simgrid::s4u::Link*>& links);
+
+  const Workload& w_;
+  const std::vector<simgrid::s4u::Host*>& hosts_;
+  const CollectiveAlgorithm& algorithm_;
+  std::unordered_map<long long, Path> paths_;
+  std::map<std::pair<int, CollectiveOp>, bool> analytic_;
+  std::map<std::tuple<int, CollectiveOp, double>, double> seconds_;
+};
+
+} // namespace stepsim

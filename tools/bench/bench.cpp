@@ -1,0 +1,140 @@
+// stepsim_bench: the speed and memory figures of issue 8, on fixed scenarios, printed as a table
+// (and as Markdown with --markdown FILE for the README). Each scenario runs in a child process of
+// its own, so that its peak resident memory is its own (wait4's rusage), and the wall time is the
+// child's whole life: reading the scenario, lowering, the SimGrid replay and the report.
+//
+//   make bench        (Release build; run on an otherwise idle machine)
+#include "tools/driver/process_pool.hpp"
+#include "tools/driver/simulate.hpp"
+#include "tools/driver/sweep.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <fstream>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace stepsim;
+
+namespace {
+
+struct Case {
+  std::string label;
+  std::string file;
+  std::vector<std::string> sets;
+};
+
+struct Figures {
+  int gpus = 0;
+  long long ranks = 0, activities = 0;
+  double wall_s = 0, peak_rss_mb = 0, step_s = 0;
+};
+
+Figures measure(const Case& c)
+{
+  int fds[2];
+  if (pipe(fds) != 0)
+    throw std::runtime_error("pipe");
+  auto start = std::chrono::steady_clock::now();
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string text;
+    try {
+      Report r = simulate(load_scenario(c.file, c.sets));
+      text     = fmt::format("{} {} {} {:.9g}", r.gpus, r.simulated_ranks, r.activities, r.step_time_s);
+    } catch (const std::exception& e) {
+      text = std::string("error ") + e.what();
+    }
+    (void)!write(fds[1], text.data(), text.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buffer, sizeof buffer)) > 0)
+    text.append(buffer, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  struct rusage usage {};
+  wait4(pid, &status, 0, &usage);
+  Figures f;
+  f.wall_s      = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  f.peak_rss_mb = usage.ru_maxrss / 1024.0;
+  if (text.rfind("error", 0) == 0 || std::sscanf(text.c_str(), "%d %lld %lld %lf", &f.gpus, &f.ranks, &f.activities,
+                                                 &f.step_s) != 4)
+    throw std::runtime_error(fmt::format("{}: {}", c.label, text.empty() ? "the simulation process died" : text));
+  return f;
+}
+
+std::string source_path(const std::string& relative) { return std::string(STEPSIM_SOURCE_DIR) + "/" + relative; }
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+  CLI::App app{"stepsim_bench: wall time, activities per second and peak memory on fixed scenarios"};
+  std::string markdown;
+  int repeat       = 3;
+  bool skip_sweep  = false;
+  int sweep_jobs   = 2;
+  app.add_option("--markdown", markdown, "also write the table as Markdown to this file");
+  app.add_option("--repeat", repeat, "runs per scenario; the fastest is reported (default 3)")->check(CLI::Range(1, 20));
+  app.add_flag("--no-sweep", skip_sweep, "skip the 1,024-point sweep");
+  app.add_option("-j", sweep_jobs, "worker processes for the sweep (default 2)")->check(CLI::Range(1, 64));
+  CLI11_PARSE(app, argc, argv);
+
+  const std::string gpt3    = source_path("configs/scenarios/default.json");
+  std::vector<Case> cases = {
+      {"GPT 6.7B, 64 GPUs", source_path("configs/scenarios/gpt-7b-64.json"), {}},
+      {"GPT-3 175B, 1,024 GPUs (default)", gpt3, {}},
+      {"GPT-3 175B, 2,048 GPUs", gpt3, {"parallelism.data=16", "platform.node_groups[0].count=256", "training.global_batch_size=3072"}},
+      {"GPT-3 175B, 4,096 GPUs", gpt3, {"parallelism.data=32", "platform.node_groups[0].count=512", "training.global_batch_size=6144"}},
+      {"GPT-3 175B, 8,192 GPUs", gpt3, {"parallelism.data=64", "platform.node_groups[0].count=1024", "training.global_batch_size=12288"}},
+      {"GPT-3 175B, 16,384 GPUs", gpt3, {"parallelism.data=128", "platform.node_groups[0].count=2048", "training.global_batch_size=24576"}},
+      {"Llama 3 405B, 16,384 GPUs", source_path("configs/scenarios/llama3-405b-16k.json"), {}},
+  };
+
+  std::string table = "| scenario | GPUs | simulated ranks | activities | wall s | activities/s | peak RSS MB |\n"
+                      "|---|---:|---:|---:|---:|---:|---:|\n";
+  fmt::print("{:<36} {:>6} {:>6} {:>10} {:>8} {:>12} {:>8}\n", "scenario", "GPUs", "ranks", "activities", "wall s",
+             "activities/s", "RSS MB");
+  for (const auto& c : cases) {
+    Figures best;
+    for (int i = 0; i < repeat; ++i) {
+      Figures f = measure(c);
+      if (i == 0 || f.wall_s < best.wall_s)
+        best = f;
+    }
+    fmt::print("{:<36} {:>6} {:>6} {:>10} {:>8.3f} {:>12.0f} {:>8.1f}\n", c.label, best.gpus, best.ranks,
+               best.activities, best.wall_s, best.activities / best.wall_s, best.peak_rss_mb);
+    table += fmt::format("| {} | {} | {} | {} | {:.3f} | {:.0f} | {:.1f} |\n", c.label, best.gpus, best.ranks,
+                         best.activities, best.wall_s, best.activities / best.wall_s, best.peak_rss_mb);
+  }
+
+  if (!skip_sweep) {
+    Sweep sweep = load_sweep(source_path("configs/sweeps/gpt3-175b-1024.json"));
+    std::vector<size_t> points(sweep.points());
+    for (size_t i = 0; i < points.size(); ++i)
+      points[i] = i;
+    size_t simulated = 0;
+    auto start       = std::chrono::steady_clock::now();
+    run_in_processes(
+        points, sweep_jobs, [&](size_t i) { return evaluate_point(sweep, i, false).dump(); },
+        [&](size_t, std::string text) { simulated += text.find("\"status\":\"ok\"") != std::string::npos; });
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print("\nsweep {} ({} points, {} simulated, the rest infeasible): {:.1f} s wall with -j {}\n", sweep.name,
+               points.size(), simulated, wall, sweep_jobs);
+    table += fmt::format("\nSweep `configs/sweeps/gpt3-175b-1024.json`: {} points ({} simulated, {} infeasible) in "
+                         "{:.1f} s wall with `-j {}`.\n",
+                         points.size(), simulated, points.size() - simulated, wall, sweep_jobs);
+  }
+  if (!markdown.empty())
+    std::ofstream(markdown) << table;
+  return 0;
+}

@@ -1,0 +1,59 @@
+// Parameter sweeps: a base scenario and axes over any JSON paths, expanded into points, each
+// simulated in a worker process, written as one CSV row and one JSON line per point.
+//
+//   {
+//     "base": "../scenarios/default.json",          a scenario file (relative to this file) or object
+//     "set":  { "training.micro_batch_size": 2 },   fixed overrides of the base
+//     "grid": { "parallelism.pipeline": [8, 16],    every combination of these values...
+//               "parallelism.schedule": ["1f1b", "gpipe"] },
+//     "zip":  { "parallelism.tensor": [4, 8],       ...with each row of these lists, taken together
+//               "parallelism.data":   [16, 8] }     (or a list of such groups, each crossed with
+//   }                                                the others)
+//
+// Points are numbered in a fixed order (grid axes by path, then zip groups, the last varying
+// fastest), so a point's number, its row and its JSON line do not depend on -j or on sharding.
+// A point that does not validate or does not fit in memory is kept as a row with its reason.
+// Axis columns come in the order of their paths' names.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+struct SweepAxis {
+  std::string path;
+  std::vector<nlohmann::json> values;
+};
+
+// One dimension of the sweep: a grid axis, or a zip group of axes of one length that vary together.
+using SweepDimension = std::vector<SweepAxis>;
+
+struct Sweep {
+  std::string name;
+  nlohmann::json base; // the base scenario with "set" applied
+  std::string base_dir; // where paths inside the base scenario are relative to
+  std::vector<SweepDimension> dimensions;
+  size_t points() const;
+  // The (path, value) pairs of point `index`, in column order.
+  std::vector<std::pair<std::string, nlohmann::json>> parameters(size_t index) const;
+  nlohmann::json parameter_object(size_t index) const; // the same as {path: value}
+  std::vector<std::string> columns() const; // the axis paths, in column order (by name)
+};
+
+// Reads and checks a sweep file; throws InputError naming the JSON path of each problem.
+Sweep load_sweep(const std::string& file);
+
+// The result of one point as one JSON line's object: point, of, parameters, status ("ok",
+// "infeasible", "error"), reason, report.
+nlohmann::json evaluate_point(const Sweep& sweep, size_t index, bool allow_oom);
+
+// CSV of results in point order: point, the axes, status, reason, then every report column that
+// any row has (in the order rows first show them). Equal inputs give equal bytes.
+std::string sweep_csv(const std::vector<std::string>& axes, const std::vector<nlohmann::json>& results);
+// One JSON line per result, in point order.
+std::string sweep_jsonl(const std::vector<nlohmann::json>& results);
+
+} // namespace stepsim

@@ -1,0 +1,185 @@
+// `stepsim accuracy [DIR]`: simulates every published case in DIR (configs/validation/ by default)
+// and compares each prediction with the measurement, in the unit the source printed it: TFLOP/s
+// per GPU (converted with the source's own FLOP formula), seconds per iteration or samples per
+// second. Prints a table, the mean absolute percentage error and the worst case; writes the same
+// as Markdown (for the README) or JSON (for tests and plots).
+#include "models/device.hpp"
+#include "sim/json_reader.hpp"
+#include "tools/driver/simulate.hpp"
+#include "tools/stepsim/command.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+namespace stepsim {
+namespace {
+
+struct AccuracyOptions {
+  std::string dir; // configs/validation/ when not given
+  std::string markdown_out, json_out;
+  bool quiet = false;
+};
+
+struct CaseResult {
+  std::string id, file, metric, unit, citation, url;
+  int gpus         = 0;
+  double measured  = 0;
+  double predicted = 0;
+  double error_pct = 0; // (predicted - measured) / measured
+};
+
+// FLOPs of one iteration by the formula the source used to print its TFLOP/s.
+double source_flops(const std::string& formula, const Scenario& s, const std::string& path)
+{
+  if (formula == "megatron_recompute") {
+    // Narayanan et al. 2021, eq. 3: 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)); counts the recomputed
+    // forward, not the attention's causal half.
+    const double B = double(s.training.global_batch_size), seq = s.model.seq_length, l = s.model.num_layers,
+                 h = s.model.hidden_size, V = s.model.vocab_size;
+    return 96.0 * B * seq * l * h * h * (1.0 + seq / (6.0 * h) + V / (16.0 * l * h));
+  }
+  throw InputError({fmt::format("{}.flop_formula: unknown formula \"{}\"; known: megatron_recompute", path, formula)});
+}
+
+CaseResult run_case(const std::string& file)
+{
+  nlohmann::json document = read_json_file(file);
+  Problems problems;
+  JsonReader top(document, file, problems);
+  JsonReader v = top.object("validation", true);
+  CaseResult c;
+  c.file     = file;
+  c.id       = v.text("case", std::filesystem::path(file).stem().string());
+  c.metric   = v.text("metric", std::nullopt, {"tflops_per_gpu", "seconds_per_iteration", "samples_per_s"});
+  c.unit     = v.text("unit");
+  c.measured = v.number("measured", std::nullopt, 0, true);
+  std::string formula = c.metric == "tflops_per_gpu" ? v.text("flop_formula") : "";
+  JsonReader source   = v.object("source", true);
+  c.citation          = source.text("citation");
+  c.url               = source.text("url", std::string());
+  problems.throw_if_any();
+
+  Scenario s = load_scenario(file);
+  Report r   = simulate_isolated(s);
+  c.gpus     = r.gpus;
+  if (c.metric == "tflops_per_gpu")
+    c.predicted = source_flops(formula, s, v.path()) / r.step_time_s / r.gpus / 1e12;
+  else if (c.metric == "seconds_per_iteration")
+    c.predicted = r.step_time_s;
+  else
+    c.predicted = r.samples_per_s;
+  c.error_pct = (c.predicted - c.measured) / c.measured * 100.0;
+  return c;
+}
+
+struct Summary {
+  double mape = 0;
+  const CaseResult* worst = nullptr;
+};
+
+Summary summarise(const std::vector<CaseResult>& cases)
+{
+  Summary s;
+  for (const auto& c : cases) {
+    s.mape += std::abs(c.error_pct) / static_cast<double>(cases.size());
+    if (s.worst == nullptr || std::abs(c.error_pct) > std::abs(s.worst->error_pct))
+      s.worst = &c;
+  }
+  return s;
+}
+
+std::string text_table(const std::vector<CaseResult>& cases, const Summary& sum)
+{
+  std::string out = fmt::format("{:<46} {:>5}  {:<16} {:>10} {:>10} {:>8}\n", "case", "GPUs", "metric", "measured",
+                                "predicted", "error");
+  for (const auto& c : cases)
+    out += fmt::format("{:<46} {:>5}  {:<16} {:>10.4g} {:>10.4g} {:>+7.1f}%\n", c.id, c.gpus, c.unit, c.measured,
+                       c.predicted, c.error_pct);
+  out += fmt::format("\nmean absolute percentage error {:.1f}% over {} cases; worst {} ({:+.1f}%)\n", sum.mape,
+                     cases.size(), sum.worst->id, sum.worst->error_pct);
+  return out;
+}
+
+std::string markdown_table(const std::vector<CaseResult>& cases, const Summary& sum)
+{
+  std::string out = "| case | GPUs | metric | measured | predicted | error | source |\n"
+                    "| --- | ---: | --- | ---: | ---: | ---: | --- |\n";
+  for (const auto& c : cases)
+    out += fmt::format("| {} | {} | {} | {:.4g} | {:.4g} | {:+.1f}% | [{}]({}) |\n", c.id, c.gpus, c.unit, c.measured,
+                       c.predicted, c.error_pct, c.citation, c.url);
+  out += fmt::format("\nMean absolute percentage error **{:.1f}%** over {} cases; worst case {} ({:+.1f}%).\n", sum.mape,
+                     cases.size(), sum.worst->id, sum.worst->error_pct);
+  return out;
+}
+
+nlohmann::json json_report(const std::vector<CaseResult>& cases, const Summary& sum)
+{
+  nlohmann::json j;
+  j["cases"] = nlohmann::json::array();
+  for (const auto& c : cases)
+    j["cases"].push_back({{"case", c.id},
+                          {"file", std::filesystem::path(c.file).filename().string()},
+                          {"gpus", c.gpus},
+                          {"metric", c.metric},
+                          {"unit", c.unit},
+                          {"measured", c.measured},
+                          {"predicted", c.predicted},
+                          {"error_pct", c.error_pct},
+                          {"source", c.citation},
+                          {"url", c.url}});
+  j["mape_pct"]        = sum.mape;
+  j["worst_case"]      = sum.worst->id;
+  j["worst_error_pct"] = sum.worst->error_pct;
+  return j;
+}
+
+int accuracy(const AccuracyOptions& o)
+{
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.dir, ec))
+    throw InputError({fmt::format("{}: not a folder of validation cases", o.dir)});
+  for (const auto& entry : std::filesystem::directory_iterator(o.dir, ec))
+    if (entry.path().extension() == ".json")
+      files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  if (files.empty())
+    throw InputError({fmt::format("{}: no .json validation cases in it", o.dir)});
+
+  std::vector<CaseResult> cases;
+  for (const auto& f : files) {
+    cases.push_back(run_case(f));
+    if (!o.quiet)
+      fmt::print(stderr, "{}: {:+.1f}%\n", cases.back().id, cases.back().error_pct);
+  }
+  Summary sum = summarise(cases);
+  if (!o.markdown_out.empty())
+    write_text_file(o.markdown_out, markdown_table(cases, sum));
+  if (!o.json_out.empty())
+    write_text_file(o.json_out, json_report(cases, sum).dump(2) + "\n");
+  if (!o.quiet)
+    fmt::print("{}", text_table(cases, sum));
+  return 0;
+}
+
+std::function<int()> setup(CLI::App& sub)
+{
+  auto o = std::make_shared<AccuracyOptions>();
+  o->dir = config_dir() + "/validation";
+  sub.add_option("DIR", o->dir, "folder of validation scenarios (each with a \"validation\" block)");
+  sub.add_option("--markdown", o->markdown_out, "write the table as Markdown to this file");
+  sub.add_option("--json", o->json_out, "write the cases, the MAPE and the worst case as JSON to this file");
+  sub.add_flag("--quiet,-q", o->quiet, "print nothing (use with --json or --markdown)");
+  return [o] { return accuracy(*o); };
+}
+
+const bool registered = CommandRegistry::add(
+    "accuracy", "simulate the published cases (configs/validation/) and compare with their measurements",
+    Command{setup});
+
+} // namespace
+} // namespace stepsim

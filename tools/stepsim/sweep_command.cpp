@@ -1,0 +1,241 @@
+// `stepsim sweep SWEEP.json`: simulate every point of a parameter sweep in parallel worker
+// processes; `stepsim merge`: join the outputs of sharded sweeps (see tools/driver/sweep.hpp).
+//
+// Completed points are appended to PREFIX.jsonl.partial as they finish, so an interrupted sweep
+// resumes where it stopped; the final PREFIX.csv and PREFIX.jsonl are written in point order
+// once every point is done, identical whatever -j and however the points were sharded.
+#include "sim/input_error.hpp"
+#include "tools/driver/process_pool.hpp"
+#include "tools/driver/sweep.hpp"
+#include "tools/stepsim/command.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <unistd.h>
+
+namespace stepsim {
+namespace {
+
+struct SweepOptions {
+  std::string file, prefix, shard;
+  int jobs       = 1;
+  bool allow_oom = false;
+  bool quiet     = false;
+};
+
+// Progress on stderr: a bar redrawn in place on a terminal, a line per tenth otherwise.
+class Progress {
+public:
+  Progress(size_t total, bool quiet) : total_(total), quiet_(quiet), terminal_(isatty(STDERR_FILENO) != 0) {}
+
+  void advance(size_t done)
+  {
+    if (quiet_ || total_ == 0)
+      return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double eta     = done > 0 ? elapsed / done * (total_ - done) : 0;
+    const int width      = 30;
+    const int filled     = static_cast<int>(width * done / total_);
+    if (terminal_) {
+      fmt::print(stderr, "\r  [{}{}] {}/{} points, {:.0f} s elapsed, ETA {:.0f} s ", std::string(filled, '#'),
+                 std::string(width - filled, '.'), done, total_, elapsed, eta);
+      if (done == total_)
+        fmt::print(stderr, "\n");
+    } else if (done * 10 / total_ != last_tenth_ || done == total_) {
+      last_tenth_ = done * 10 / total_;
+      fmt::print(stderr, "  {}/{} points, {:.0f} s elapsed, ETA {:.0f} s\n", done, total_, elapsed, eta);
+    }
+  }
+
+private:
+  size_t total_;
+  bool quiet_, terminal_;
+  size_t last_tenth_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+std::pair<size_t, size_t> parse_shard(const std::string& text)
+{
+  size_t k = 0, n = 0;
+  char slash = 0;
+  if (std::sscanf(text.c_str(), "%zu%c%zu", &k, &slash, &n) != 3 || slash != '/' || n == 0 || k == 0 || k > n)
+    throw InputError({fmt::format("--shard {}: expected K/N with 1 <= K <= N, e.g. 2/8", text)});
+  return {k, n};
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& file, bool tolerate_torn_tail)
+{
+  std::vector<nlohmann::json> out;
+  std::ifstream in(file);
+  std::string line;
+  size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty())
+      continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("point") || !j.contains("of")) {
+      if (tolerate_torn_tail && in.peek() == EOF)
+        break; // the last line of an interrupted run
+      throw InputError({fmt::format("{}:{}: expected a sweep result line (JSON with \"point\" and \"of\")", file, number)});
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+void write_results(const std::string& prefix, const std::vector<std::string>& axes,
+                   const std::vector<nlohmann::json>& results)
+{
+  write_text_file(prefix + ".csv", sweep_csv(axes, results));
+  write_text_file(prefix + ".jsonl", sweep_jsonl(results));
+}
+
+int run_sweep(const SweepOptions& o)
+{
+  Sweep sweep = load_sweep(o.file);
+  const size_t total = sweep.points();
+  auto [k, n]        = o.shard.empty() ? std::pair<size_t, size_t>{1, 1} : parse_shard(o.shard);
+  std::string prefix = o.prefix.empty() ? std::filesystem::path(o.file).stem().string() : o.prefix;
+  const std::string journal = prefix + ".jsonl.partial";
+
+  // Points of this shard, less those a previous run of the same sweep finished.
+  std::map<size_t, nlohmann::json> results;
+  for (auto& r : read_jsonl(journal, true)) {
+    size_t point = r["point"].get<size_t>();
+    if (r["of"].get<size_t>() == total && point < total && point % n == k - 1 &&
+        r["parameters"] == sweep.parameter_object(point))
+      results.emplace(point, std::move(r));
+  }
+  std::vector<size_t> todo;
+  for (size_t i = k - 1; i < total; i += n)
+    if (!results.count(i))
+      todo.push_back(i);
+  const size_t shard_points = todo.size() + results.size();
+  if (!o.quiet)
+    fmt::print(stderr, "{}: {} points{}{}, {} worker{}\n", sweep.name, shard_points,
+               n > 1 ? fmt::format(" (shard {}/{} of {})", k, n, total) : "",
+               results.empty() ? "" : fmt::format(", {} already done", results.size()), o.jobs, o.jobs > 1 ? "s" : "");
+
+  std::ofstream log(journal, std::ios::app);
+  if (!log)
+    throw InputError({fmt::format("{}: cannot write the file", journal)});
+  Progress progress(shard_points, o.quiet);
+  progress.advance(results.size());
+  run_in_processes(
+      todo, o.jobs, [&](size_t point) { return evaluate_point(sweep, point, o.allow_oom).dump(); },
+      [&](size_t point, std::string text) {
+        auto j = nlohmann::json::parse(text, nullptr, false);
+        if (text.empty() || j.is_discarded())
+          j = {{"point", point}, {"of", total}, {"parameters", sweep.parameter_object(point)}, {"status", "error"},
+               {"reason", "the worker process died"}};
+        log << j.dump() << "\n" << std::flush;
+        results.emplace(point, std::move(j));
+        progress.advance(results.size());
+      });
+  log.close();
+
+  std::vector<nlohmann::json> ordered;
+  size_t ok = 0, infeasible = 0, failed = 0;
+  const nlohmann::json* best = nullptr;
+  for (auto& [point, r] : results) {
+    ordered.push_back(r);
+    const std::string status = r["status"];
+    ok += status == "ok";
+    infeasible += status == "infeasible";
+    failed += status == "error";
+  }
+  for (const auto& r : ordered)
+    if (r["status"] == "ok" && (best == nullptr || r["report"]["tokens_per_s"] > (*best)["report"]["tokens_per_s"]))
+      best = &r;
+  write_results(prefix, sweep.columns(), ordered);
+  std::filesystem::remove(journal);
+  if (!o.quiet) {
+    fmt::print("{}: {} simulated, {} infeasible, {} failed; wrote {}.csv and {}.jsonl\n", sweep.name, ok, infeasible,
+               failed, prefix, prefix);
+    if (best != nullptr)
+      fmt::print("best: point {} ({}) at {:.0f} tokens/s, {:.4f} s per step\n", (*best)["point"].get<size_t>(),
+                 (*best)["parameters"].dump(), (*best)["report"]["tokens_per_s"].get<double>(),
+                 (*best)["report"]["step_time_s"].get<double>());
+  }
+  return failed > 0 ? 1 : 0;
+}
+
+struct MergeOptions {
+  std::vector<std::string> files;
+  std::string prefix = "merged";
+};
+
+int run_merge(const MergeOptions& o)
+{
+  std::map<size_t, nlohmann::json> results;
+  size_t total = 0;
+  std::vector<std::string> axes;
+  for (const auto& file : o.files) {
+    if (!std::filesystem::exists(file))
+      throw InputError({fmt::format("{}: no such file", file)});
+    for (auto& r : read_jsonl(file, false)) {
+      size_t point = r["point"].get<size_t>(), of = r["of"].get<size_t>();
+      if (total != 0 && of != total)
+        throw InputError({fmt::format("{}: point {} belongs to a sweep of {} points, the others to one of {}", file,
+                                      point, of, total)});
+      total = of;
+      if (axes.empty() && r.contains("parameters"))
+        for (const auto& [path, value] : r["parameters"].items())
+          axes.push_back(path);
+      if (!results.emplace(point, std::move(r)).second)
+        throw InputError({fmt::format("{}: point {} appears twice among the merged files", file, point)});
+    }
+  }
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < total; ++i)
+    if (!results.count(i))
+      missing.push_back(i);
+  if (!missing.empty())
+    throw InputError({fmt::format("the merged files lack {} of {} points (first missing: point {}); run the missing "
+                                  "shards first",
+                                  missing.size(), total, missing.front())});
+  std::vector<nlohmann::json> ordered;
+  for (auto& [point, r] : results)
+    ordered.push_back(std::move(r));
+  write_results(o.prefix, axes, ordered);
+  fmt::print("merged {} points from {} files into {}.csv and {}.jsonl\n", total, o.files.size(), o.prefix, o.prefix);
+  return 0;
+}
+
+std::function<int()> setup_sweep(CLI::App& sub)
+{
+  auto o = std::make_shared<SweepOptions>();
+  sub.add_option("FILE", o->file, "sweep JSON file: a base scenario and grid/zip axes")->required();
+  sub.add_option("-j,--jobs", o->jobs, "worker processes (default 1)")->check(CLI::Range(1, 1024));
+  sub.add_option("-o,--output", o->prefix, "write PREFIX.csv and PREFIX.jsonl (default: the sweep file's name)");
+  sub.add_option("--shard", o->shard, "run only slice K of N (K/N, e.g. for Slurm array jobs); join with `merge`");
+  sub.add_flag("--allow-oom", o->allow_oom, "simulate points that do not fit in memory instead of marking them");
+  sub.add_flag("--quiet,-q", o->quiet, "no progress or summary");
+  sub.footer("Examples:\n  stepsim sweep configs/sweeps/gpt3-175b-1024.json -j 2\n"
+             "  stepsim sweep configs/sweeps/gpt3-175b-1024.json --shard 3/8 -o part3   (then: stepsim merge part*.jsonl)");
+  return [o] { return run_sweep(*o); };
+}
+
+std::function<int()> setup_merge(CLI::App& sub)
+{
+  auto o = std::make_shared<MergeOptions>();
+  sub.add_option("FILES", o->files, "PREFIX.jsonl files of the shards")->required();
+  sub.add_option("-o,--output", o->prefix, "write PREFIX.csv and PREFIX.jsonl (default: merged)");
+  return [o] { return run_merge(*o); };
+}
+
+const bool registered_sweep =
+    CommandRegistry::add("sweep", "simulate every point of a parameter sweep, in parallel", Command{setup_sweep});
+const bool registered_merge =
+    CommandRegistry::add("merge", "join the outputs of sharded sweeps into one CSV and JSONL", Command{setup_merge});
+
+} // namespace
+} // namespace stepsim

@@ -4,7 +4,9 @@
 // predecessor has finished (own in-degree counters), because building the whole DAG up front is
 // super-linear in SimGrid 3.32. Compute tasks are Execs on the rank's GPU host; point-to-point
 // tasks are one transfer once both sides are posted; collectives are expanded step by step into
-// transfers by the collective algorithm. A group member that is not simulated (reduced fidelity)
+// transfers by the collective algorithm, or timed by their closed form where no other traffic
+// can share their links (sim/collective_timing.hpp). Runs of tasks whose length is known before
+// they start, that nothing else waits on in between, run as one Exec (a chain). A group member that is not simulated (reduced fidelity)
 // is taken to behave like the simulated ones: its sends are not replayed, and a simulated member
 // does not wait for data from it beyond its own pace.
 #pragma once

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,6 +69,14 @@ std::string write_temp_file(const std::string& name, const std::string& text)
   auto path = dir / name;
   std::ofstream(path) << text;
   return path.string();
+}
+
+std::string read_text_file(const std::string& path)
+{
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 } // namespace stepsim::testing

@@ -24,5 +24,6 @@ struct CommandResult {
 // Runs the stepsim binary with the given arguments.
 CommandResult run_stepsim(const std::string& arguments);
 std::string write_temp_file(const std::string& name, const std::string& text);
+std::string read_text_file(const std::string& path);
 
 } // namespace stepsim::testing

@@ -12,13 +12,6 @@ using namespace stepsim;
 
 namespace {
 
-std::string read(const std::string& path)
-{
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A small scenario next to a baseline that names it by a relative path.
 std::string write_baseline(const std::string& tag, const nlohmann::json& entries, double tolerance = 0.02)
@@ -33,7 +26,7 @@ double predicted_tokens_per_s(const std::string& scenario, const std::string& se
   std::string out = testing::write_temp_file("predicted.json", "");
   auto r          = testing::run_stepsim("run " + scenario + " -q " + sets + " --json " + out);
   REQUIRE(r.exit_code == 0);
-  return nlohmann::json::parse(read(out))["tokens_per_s"].get<double>();
+  return nlohmann::json::parse(testing::read_text_file(out))["tokens_per_s"].get<double>();
 }
 
 } // namespace
@@ -44,7 +37,7 @@ TEST_CASE("check passes on a baseline written by --update, and --update is deter
   auto updated     = testing::run_stepsim("check " + file + " --update");
   INFO(updated.output);
   REQUIRE(updated.exit_code == 0);
-  std::string first = read(file);
+  std::string first = testing::read_text_file(file);
   auto baseline     = nlohmann::json::parse(first);
   CHECK(baseline["scenarios"][0]["expected_tokens_per_s"].get<double>() > 0);
   CHECK(baseline["scenarios"][0]["scenario"] == "update-small.json");
@@ -56,7 +49,7 @@ TEST_CASE("check passes on a baseline written by --update, and --update is deter
   CHECK(checked.output.find(" ok") != std::string::npos);
 
   REQUIRE(testing::run_stepsim("check " + file + " --update").exit_code == 0);
-  CHECK(read(file) == first);
+  CHECK(testing::read_text_file(file) == first);
 }
 
 // The baseline is recorded with the roofline compute model; then the shape-aware kernel model is
@@ -96,7 +89,7 @@ TEST_CASE("the tolerance decides: per entry over the file's default", "[check]")
 {
   std::string file = write_baseline("tolerance", {{{"scenario", "tolerance-small.json"}}});
   REQUIRE(testing::run_stepsim("check " + file + " --update").exit_code == 0);
-  auto baseline     = nlohmann::json::parse(read(file));
+  auto baseline     = nlohmann::json::parse(testing::read_text_file(file));
   double prediction = baseline["scenarios"][0]["expected_tokens_per_s"].get<double>();
 
   // Expect 1% more than the model predicts: within 2%, beyond 0.5%.
@@ -143,7 +136,7 @@ TEST_CASE("a bad baseline is an input error naming each path", "[check]")
 TEST_CASE("the shipped baseline covers every shipped scenario", "[check]")
 {
   const std::filesystem::path root = STEPSIM_SOURCE_DIR;
-  auto baseline = nlohmann::json::parse(read((root / "configs/baselines/scenarios.json").string()));
+  auto baseline = nlohmann::json::parse(testing::read_text_file((root / "configs/baselines/scenarios.json").string()));
   std::set<std::string> covered;
   for (const auto& e : baseline.at("scenarios"))
     covered.insert(

@@ -8,16 +8,6 @@
 
 using namespace stepsim;
 
-namespace {
-std::string read(const std::string& path)
-{
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-} // namespace
-
 TEST_CASE("default scenario: a sane report, byte-identical across runs")
 {
   std::string scenario = std::string(STEPSIM_SOURCE_DIR) + "/configs/scenarios/default.json";
@@ -25,8 +15,8 @@ TEST_CASE("default scenario: a sane report, byte-identical across runs")
   std::string b        = testing::write_temp_file("b.json", "");
   REQUIRE(testing::run_stepsim("run " + scenario + " --quiet --json " + a).exit_code == 0);
   REQUIRE(testing::run_stepsim("run " + scenario + " --quiet --json " + b).exit_code == 0);
-  std::string first = read(a);
-  CHECK(first == read(b));
+  std::string first = testing::read_text_file(a);
+  CHECK(first == testing::read_text_file(b));
   auto r = nlohmann::json::parse(first);
   CHECK(r["gpus"] == 1024);
   CHECK(r["stages"].size() == 16);

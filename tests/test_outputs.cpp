@@ -17,13 +17,6 @@ using namespace stepsim;
 
 namespace {
 
-std::string read(const std::string& path)
-{
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::vector<std::string> split(const std::string& line, char sep)
 {
@@ -57,7 +50,7 @@ Outputs run_with_outputs(const nlohmann::json& scenario, const std::string& tag,
                                 " --trace " + paths.trace + " --svg " + paths.svg);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  return {read(paths.json), read(paths.csv), read(paths.trace), read(paths.svg)};
+  return {testing::read_text_file(paths.json), testing::read_text_file(paths.csv), testing::read_text_file(paths.trace), testing::read_text_file(paths.svg)};
 }
 
 } // namespace

@@ -16,13 +16,6 @@ using testing::write_temp_file;
 
 namespace {
 
-std::string read_file(const std::string& path)
-{
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::vector<std::string> lines_of(const std::string& text)
 {
@@ -80,7 +73,7 @@ TEST_CASE("a sweep of 216 points runs on two workers and writes one CSV column p
   REQUIRE(result.exit_code == 0);
   CHECK(result.output.find("216/216 points") != std::string::npos); // progress was shown
 
-  auto rows = lines_of(read_file(prefix + ".csv"));
+  auto rows = lines_of(testing::read_text_file(prefix + ".csv"));
   REQUIRE(rows.size() == 217);
   auto header = csv_fields(rows[0]);
   for (const char* column : {"point", "training.micro_batch_size", "parallelism.schedule", "training.recompute",
@@ -109,7 +102,7 @@ TEST_CASE("a sweep of 216 points runs on two workers and writes one CSV column p
   }
   CHECK(ok > 50);
   CHECK(infeasible > 50);
-  CHECK(lines_of(read_file(prefix + ".jsonl")).size() == 216);
+  CHECK(lines_of(testing::read_text_file(prefix + ".jsonl")).size() == 216);
 }
 
 TEST_CASE("sweep outputs do not depend on -j, and merged shards equal the whole run byte for byte", "[sweep]")
@@ -123,12 +116,12 @@ TEST_CASE("sweep outputs do not depend on -j, and merged shards equal the whole 
   auto merged = run_stepsim(fmt::format("merge {0}/part3.jsonl {0}/part1.jsonl {0}/part2.jsonl -o {0}/merged", dir));
   INFO(merged.output);
   REQUIRE(merged.exit_code == 0);
-  const std::string whole = read_file(dir + "/whole-j1.csv");
+  const std::string whole = testing::read_text_file(dir + "/whole-j1.csv");
   CHECK(whole.size() > 1000);
-  CHECK(read_file(dir + "/whole-j2.csv") == whole);
-  CHECK(read_file(dir + "/merged.csv") == whole);
-  CHECK(read_file(dir + "/merged.jsonl") == read_file(dir + "/whole-j1.jsonl"));
-  CHECK(lines_of(read_file(dir + "/part2.jsonl")).size() == 72);
+  CHECK(testing::read_text_file(dir + "/whole-j2.csv") == whole);
+  CHECK(testing::read_text_file(dir + "/merged.csv") == whole);
+  CHECK(testing::read_text_file(dir + "/merged.jsonl") == testing::read_text_file(dir + "/whole-j1.jsonl"));
+  CHECK(lines_of(testing::read_text_file(dir + "/part2.jsonl")).size() == 72);
 
   auto incomplete = run_stepsim(fmt::format("merge {0}/part1.jsonl {0}/part2.jsonl -o {0}/bad", dir));
   CHECK(incomplete.exit_code == 2);
@@ -141,7 +134,7 @@ TEST_CASE("an interrupted sweep resumes from its journal and ends with the same 
   std::string dir  = std::filesystem::path(file).parent_path().string();
   REQUIRE(run_stepsim("sweep " + file + " -q -o " + dir + "/full").exit_code == 0);
   // What an interruption leaves: some finished points, in completion order, and a torn line.
-  auto done = lines_of(read_file(dir + "/full.jsonl"));
+  auto done = lines_of(testing::read_text_file(dir + "/full.jsonl"));
   std::ofstream journal(dir + "/again.jsonl.partial");
   for (size_t i : {5, 0, 17, 3})
     journal << done[i] << "\n";
@@ -151,7 +144,7 @@ TEST_CASE("an interrupted sweep resumes from its journal and ends with the same 
   INFO(result.output);
   REQUIRE(result.exit_code == 0);
   CHECK(result.output.find("4 already done") != std::string::npos);
-  CHECK(read_file(dir + "/again.csv") == read_file(dir + "/full.csv"));
+  CHECK(testing::read_text_file(dir + "/again.csv") == testing::read_text_file(dir + "/full.csv"));
   CHECK(!std::filesystem::exists(dir + "/again.jsonl.partial"));
 }
 

@@ -1,7 +1,7 @@
 // stepsim_bench: the speed and memory figures of issue 8, on fixed scenarios, printed as a table
 // (and as Markdown with --markdown FILE for the README). Each scenario runs in a child process of
-// its own, so that its peak resident memory is its own (wait4's rusage), and the wall time is the
-// child's whole life: reading the scenario, lowering, the SimGrid replay and the report.
+// its own, so that its peak resident memory is its own, and the wall time is the child's whole
+// life: reading the scenario, lowering, the SimGrid replay and the report.
 //
 //   make bench        (Release build; run on an otherwise idle machine)
 #include "tools/driver/process_pool.hpp"
@@ -13,9 +13,6 @@
 
 #include <chrono>
 #include <fstream>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 using namespace stepsim;
 
@@ -35,40 +32,24 @@ struct Figures {
 
 Figures measure(const Case& c)
 {
-  int fds[2];
-  if (pipe(fds) != 0)
-    throw std::runtime_error("pipe");
-  auto start = std::chrono::steady_clock::now();
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    std::string text;
-    try {
-      Report r = simulate(load_scenario(c.file, c.sets));
-      text     = fmt::format("{} {} {} {:.9g}", r.gpus, r.simulated_ranks, r.activities, r.step_time_s);
-    } catch (const std::exception& e) {
-      text = std::string("error ") + e.what();
-    }
-    (void)!write(fds[1], text.data(), text.size());
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string text;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buffer, sizeof buffer)) > 0)
-    text.append(buffer, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  struct rusage usage {};
-  wait4(pid, &status, 0, &usage);
+  long peak_kb = 0;
+  auto start   = std::chrono::steady_clock::now();
+  std::string text = run_in_child(
+      [&] {
+        try {
+          Report r = simulate(load_scenario(c.file, c.sets));
+          return fmt::format("{} {} {} {:.9g}", r.gpus, r.simulated_ranks, r.activities, r.step_time_s);
+        } catch (const std::exception& e) {
+          return std::string("error ") + e.what();
+        }
+      },
+      &peak_kb);
   Figures f;
   f.wall_s      = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  f.peak_rss_mb = usage.ru_maxrss / 1024.0;
+  f.peak_rss_mb = peak_kb / 1024.0;
   if (text.rfind("error", 0) == 0 || std::sscanf(text.c_str(), "%d %lld %lld %lf", &f.gpus, &f.ranks, &f.activities,
                                                  &f.step_s) != 4)
-    throw std::runtime_error(fmt::format("{}: {}", c.label, text.empty() ? "the simulation process died" : text));
+    throw std::runtime_error(fmt::format("{}: {}", c.label, text));
   return f;
 }
 

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -219,7 +220,7 @@ Report simulate(const Scenario& s, Timeline* timeline)
   return r;
 }
 
-std::string run_in_child(const std::function<std::string()>& body)
+std::string run_in_child(const std::function<std::string()>& body, long* peak_rss_kb)
 {
   int fds[2];
   if (pipe(fds) != 0)
@@ -249,7 +250,10 @@ std::string run_in_child(const std::function<std::string()>& body)
     text.append(buffer, static_cast<size_t>(n));
   close(fds[0]);
   int status = 0;
-  waitpid(pid, &status, 0);
+  struct rusage usage {};
+  wait4(pid, &status, 0, &usage);
+  if (peak_rss_kb != nullptr)
+    *peak_rss_kb = usage.ru_maxrss;
   if (text.empty())
     throw std::runtime_error(fmt::format("the simulation process died (status {})", status));
   return text;

@@ -35,7 +35,8 @@ Report simulate_isolated(const Scenario& s);
 
 // Runs `body` in a forked child process and returns the text it produced (SimGrid's one engine
 // per process makes this the way to run several simulations from one program).
-std::string run_in_child(const std::function<std::string()>& body);
+// With `peak_rss_kb`, also the child's peak resident memory (the benchmark's figure).
+std::string run_in_child(const std::function<std::string()>& body, long* peak_rss_kb = nullptr);
 
 // Report fields that need no simulation (FLOPs, memory).
 Report analytic_report(const Scenario& s);

@@ -75,6 +75,12 @@ public:
     return std::move(w_);
   }
 
+  Workload run_one(int rank)
+  {
+    lower_rank(rank);
+    return std::move(w_);
+  }
+
 private:
   // --- the model, per virtual stage -------------------------------------------------------------
   int add_work(std::string name, std::vector<Kernel> kernels)
@@ -433,6 +439,11 @@ private:
 Workload lower(const Scenario& s)
 {
   return Lowering(s).run();
+}
+
+Workload lower_one_rank(const Scenario& s, int rank)
+{
+  return Lowering(s).run_one(rank);
 }
 
 } // namespace stepsim

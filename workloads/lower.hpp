@@ -9,6 +9,8 @@
 namespace stepsim {
 
 Workload lower(const Scenario& s);
+// The task graph of one rank only (0 <= rank < GPUs), whatever the fidelity: for `stepsim graph`.
+Workload lower_one_rank(const Scenario& s, int rank);
 
 // Model FLOPs of one step (no recompute), Megatron's accounting: attention scores over the whole
 // sequence, backward twice the forward.

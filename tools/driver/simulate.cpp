@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,7 +74,22 @@ void validate(const Scenario& s)
       throw InputError({fmt::format("parallelism.virtual_stages: {} chunks need an interleaved schedule, not \"{}\"",
                                     s.parallelism.virtual_stages, s.parallelism.schedule)});
   });
-  check([&] { CollectiveRegistry::get(s.simulation.collective_algorithm, "simulation.collective_algorithm"); });
+  check([&] {
+    // An algorithm may not handle every group size (halving-doubling needs a power of two): ask
+    // it about the groups this plan will form, so that a misfit is bad input, not a failed run.
+    const auto& algorithm = CollectiveRegistry::get(s.simulation.collective_algorithm, "simulation.collective_algorithm");
+    const std::pair<const char*, int> groups[] = {{"tensor", s.parallelism.tensor},
+                                                  {"data", s.parallelism.data * s.parallelism.context}};
+    for (const auto& [name, n] : groups)
+      for (CollectiveOp op : {CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter}) {
+        try {
+          algorithm.steps(op, n);
+        } catch (const std::invalid_argument& e) {
+          throw InputError({fmt::format("simulation.collective_algorithm: \"{}\" cannot run the {} group of {}: {}",
+                                        s.simulation.collective_algorithm, name, n, e.what())});
+        }
+      }
+  });
   check([&] { ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model"); });
   check([&] { FabricRegistry::get(s.platform.network.topology, "platform.network.topology"); });
   check([&] { check_cnn(s); });

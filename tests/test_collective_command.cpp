@@ -1,0 +1,114 @@
+// `stepsim collective`: nccl-tests' table for one collective alone on a scenario's platform.
+#include "support.hpp"
+
+#include "models/link_calibration.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <vector>
+
+using namespace stepsim;
+
+namespace {
+
+struct Row {
+  double bytes, time_us, algbw, busbw;
+};
+
+// The table's rows (lines of four numbers; the '#' lines and the header are skipped).
+std::vector<Row> rows_of(const std::string& output)
+{
+  std::vector<Row> rows;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    Row r{};
+    std::string rest;
+    if (line.rfind('#', 0) != 0 && fields >> r.bytes >> r.time_us >> r.algbw >> r.busbw && !(fields >> rest))
+      rows.push_back(r);
+  }
+  return rows;
+}
+
+// A scenario on `nodes` DGX-like nodes: 8 GPUs on an NVSwitch (300 GB/s), 8 NICs of 200 Gb/s.
+std::string dgx_scenario(int nodes)
+{
+  nlohmann::json s = testing::small_scenario(1, 8 * nodes, 8 * nodes);
+  auto& g          = s["platform"]["node_groups"][0];
+  g["count"]         = nodes;
+  g["gpus_per_node"] = 8;
+  g["intra_node"]    = {{"type", "nvswitch"}, {"bandwidth", "300GBps"}, {"latency", "1us"}};
+  g["nic"]           = {{"count", 8}, {"bandwidth", "200Gbps"}, {"latency", "2us"}};
+  return testing::write_temp_file("dgx" + std::to_string(nodes) + ".json", s.dump(2));
+}
+
+} // namespace
+
+TEST_CASE("stepsim collective: ring all-reduce in one NVSwitch node reaches the link bandwidth")
+{
+  auto r = testing::run_stepsim("collective " + dgx_scenario(1) + " --gpus 8 --algorithm ring --sizes 1MB,16MB,1GB");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("all_reduce of 8 GPUs") != std::string::npos);
+  auto rows = rows_of(r.output);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].bytes == 1e6);
+  CHECK(rows[2].bytes == 1e9);
+  for (const Row& row : rows) {
+    CHECK(row.algbw == Approx(row.bytes / (row.time_us * 1e-6) / 1e9).epsilon(0.01));
+    CHECK(row.busbw == Approx(row.algbw * 2 * 7 / 8.0).epsilon(0.01));
+  }
+  // Latency weighs on small sizes only; the bus bandwidth climbs to the achieved NVLink rate.
+  CHECK(rows[0].busbw < rows[1].busbw);
+  CHECK(rows[1].busbw < rows[2].busbw);
+  const double link_GBps = 300.0 * load_link_efficiency().nvswitch;
+  CHECK(rows[2].busbw == Approx(link_GBps).epsilon(0.02));
+}
+
+TEST_CASE("stepsim collective: one GPU per node measures the NICs; sizes double from --min to --max")
+{
+  auto r = testing::run_stepsim("collective " + dgx_scenario(4) +
+                                " --stride --op all_gather --algorithm direct --min 64MB --max 512MB");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("all_gather of 4 GPUs (one per node)") != std::string::npos);
+  auto rows = rows_of(r.output);
+  REQUIRE(rows.size() == 4);
+  for (size_t i = 0; i < rows.size(); ++i)
+    CHECK(rows[i].bytes == 64e6 * double(1 << i));
+  for (const Row& row : rows)
+    CHECK(row.busbw == Approx(row.algbw * 3 / 4.0).epsilon(0.01));
+  CHECK(rows.back().busbw == Approx(25.0 * load_link_efficiency().nic).epsilon(0.02));
+  // Same input, same table.
+  auto again = testing::run_stepsim("collective " + dgx_scenario(4) +
+                                    " --stride --op all_gather --algorithm direct --min 64MB --max 512MB");
+  CHECK(again.output == r.output);
+}
+
+TEST_CASE("stepsim collective: halving_doubling beats the ring on small all-reduces")
+{
+  auto ring = rows_of(testing::run_stepsim("collective " + dgx_scenario(2) + " --algorithm ring --sizes 64KB").output);
+  auto hd   = rows_of(
+      testing::run_stepsim("collective " + dgx_scenario(2) + " --algorithm halving_doubling --sizes 64KB").output);
+  REQUIRE(ring.size() == 1);
+  REQUIRE(hd.size() == 1);
+  // 2·log2(16) = 8 latencies instead of 2·15 = 30, for the same bytes.
+  CHECK(hd[0].time_us < ring[0].time_us);
+}
+
+TEST_CASE("stepsim collective: bad options exit 2 naming the option")
+{
+  auto [args, message] = GENERATE(table<std::string, std::string>({
+      {"--op all_sum", "--op: expected all_reduce, all_gather, reduce_scatter or all_to_all, got \"all_sum\""},
+      {"--gpus 6 --algorithm halving_doubling", "--algorithm: the halving_doubling algorithm needs a power-of-two"},
+      {"--algorithm tree", "--algorithm"},
+      {"--gpus 9", "--gpus: the platform has 8 GPUs, asked for 9"},
+      {"--sizes 1MB,lots", "--sizes: expected a size"},
+      {"--min 8MB --max 1MB", "--max: 1MB is below --min 8MB"},
+  }));
+  auto r = testing::run_stepsim("collective " + dgx_scenario(1) + " " + args);
+  INFO(args << "\n" << r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find(message) != std::string::npos);
+}

@@ -1,0 +1,247 @@
+// The built platform against what its specification implies: the links a route crosses, its
+// bottleneck bandwidth and summed latency, the time a transfer takes on it, and the slowdown an
+// oversubscribed fat-tree causes when its uplinks are the bottleneck. Also `stepsim platform`.
+#include "support.hpp"
+
+#include "models/collective.hpp"
+#include "sim/replay.hpp"
+#include "topologies/platform.hpp"
+
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+using namespace stepsim;
+
+namespace {
+
+namespace sg4 = simgrid::s4u;
+
+// Starts the SimGrid engine of a test child (one per process).
+std::unique_ptr<sg4::Engine> start_engine()
+{
+  xbt_log_control_set("root.thres:critical");
+  static int argc     = 1;
+  static char name[]  = "test";
+  static char* argv[] = {name, nullptr};
+  auto engine         = std::make_unique<sg4::Engine>(&argc, argv);
+  configure_network_model();
+  return engine;
+}
+
+PlatformSpec cluster(int nodes, int gpus_per_node, double nvlink_Bps, double nvlink_s, double nic_Bps, double nic_s,
+                     int leaf_radix, double oversubscription)
+{
+  PlatformSpec spec;
+  NodeGroupSpec g;
+  g.count                       = nodes;
+  g.gpu                         = "A100-SXM4-80GB";
+  g.gpus_per_node               = gpus_per_node;
+  g.intra_node.type             = "nvswitch";
+  g.intra_node.bandwidth_Bps    = nvlink_Bps;
+  g.intra_node.latency_s        = nvlink_s;
+  g.nic.count                   = gpus_per_node; // one NIC per GPU, as on DGX nodes
+  g.nic.bandwidth_Bps           = nic_Bps;
+  g.nic.latency_s               = nic_s;
+  spec.node_groups              = {g};
+  spec.network.leaf_radix       = leaf_radix;
+  spec.network.oversubscription = oversubscription;
+  return spec;
+}
+
+// The route from GPU `src` to GPU `dst` as SimGrid resolves it, and the time a Send/Recv pair of
+// `bytes` between them takes when replayed alone.
+nlohmann::json measure_route(const PlatformSpec& spec, int src, int dst, double bytes)
+{
+  return testing::in_child([&] {
+    auto engine = start_engine();
+    BuiltPlatform p = build_platform(spec);
+    std::vector<sg4::Link*> links;
+    double latency = 0;
+    p.gpus[static_cast<size_t>(src)]->route_to(p.gpus[static_cast<size_t>(dst)], links, &latency);
+    nlohmann::json out{{"route_latency_s", latency}, {"links", nlohmann::json::array()}};
+    double bottleneck = 1e300, summed = 0;
+    for (const auto* l : links) {
+      out["links"].push_back(l->get_name());
+      bottleneck = std::min(bottleneck, l->get_bandwidth());
+      summed += l->get_latency();
+    }
+    out["bottleneck_Bps"]   = bottleneck;
+    out["summed_latency_s"] = summed;
+
+    Workload w;
+    w.world_size = spec.total_gpus();
+    for (int r : {std::min(src, dst), std::max(src, dst)}) {
+      w.ranks.push_back(RankProgram{r, 0, {}});
+      ProgramBuilder b(w.ranks.back());
+      Task t;
+      t.kind   = r == src ? TaskKind::Send : TaskKind::Recv;
+      t.stream = r == src ? Stream::SendNext : Stream::RecvPrev;
+      t.bytes  = bytes;
+      t.peer   = r == src ? dst : src;
+      b.add(t);
+    }
+    out["transfer_s"] = replay(w, p.gpus, CollectiveRegistry::get("ring", "")).end_s;
+    return out;
+  });
+}
+
+bool crosses(const nlohmann::json& route, const std::string& part)
+{
+  return std::any_of(route["links"].begin(), route["links"].end(),
+                     [&](const nlohmann::json& l) { return l.get<std::string>().find(part) != std::string::npos; });
+}
+
+// A ring all-reduce of `bytes` over `nodes` single-GPU nodes, replayed with every member.
+double all_reduce_s(const PlatformSpec& spec, double bytes)
+{
+  return testing::in_child([&] {
+           auto engine     = start_engine();
+           BuiltPlatform p = build_platform(spec);
+           Workload w;
+           w.world_size = spec.total_gpus();
+           w.groups.push_back(Group{"all", {}});
+           for (int r = 0; r < w.world_size; ++r)
+             w.groups[0].ranks.push_back(r);
+           for (int r = 0; r < w.world_size; ++r) {
+             w.ranks.push_back(RankProgram{r, 0, {}});
+             ProgramBuilder b(w.ranks.back());
+             Task t;
+             t.kind   = TaskKind::Collective;
+             t.stream = Stream::Data;
+             t.group  = 0;
+             t.bytes  = bytes;
+             t.op     = CollectiveOp::AllReduce;
+             b.add(t);
+           }
+           return nlohmann::json(replay(w, p.gpus, CollectiveRegistry::get("ring", "")).end_s);
+         })
+      .get<double>();
+}
+
+} // namespace
+
+TEST_CASE("point-to-point transfers take the route's bottleneck bandwidth and summed latency", "[platform]")
+{
+  // 4 nodes of 2 GPUs with a NIC each; leaf_radix 4 NICs puts nodes 0-1 under leaf 0 and nodes 2-3
+  // under leaf 1. Oversubscription 8 makes a leaf uplink 4 NICs x B / 8 = B/2, narrower than a NIC,
+  // so a cross-leaf route must show it as its bottleneck.
+  const double nvlink = 300e9, nvlink_s = 1e-6, nic = 25e9, nic_s = 2e-6, S = 256e6;
+  const PlatformSpec spec = cluster(4, 2, nvlink, nvlink_s, nic, nic_s, 4, 8.0);
+  struct Case {
+    const char* name;
+    int dst;
+    double bottleneck, latency; // from the specification: what the route should be
+    const char* must_cross;
+  };
+  const double uplink = 4 * nic / 8.0;
+  auto c = GENERATE_COPY(Case{"NVLink, same node", 1, nvlink, nvlink_s, "nvswitch"},
+                         Case{"NIC, other node under the same leaf", 2, nic, nic_s, "nic"},
+                         Case{"cross-leaf, through the uplinks", 4, std::min(nic, uplink), nic_s, "uplink"});
+  INFO(c.name);
+  nlohmann::json r = measure_route(spec, 0, c.dst, S);
+  INFO(r.dump());
+  CHECK(crosses(r, c.must_cross));
+  if (c.dst != 4)
+    CHECK_FALSE(crosses(r, "uplink"));
+  CHECK(r["bottleneck_Bps"].get<double>() == Approx(c.bottleneck).epsilon(1e-9));
+  CHECK(r["route_latency_s"].get<double>() == Approx(c.latency).epsilon(1e-9));
+  CHECK(r["summed_latency_s"].get<double>() == Approx(c.latency).epsilon(1e-9));
+  // CM02 without cross-traffic: an idle path delivers in latency + size / bottleneck.
+  CHECK(r["transfer_s"].get<double>() == Approx(c.latency + S / c.bottleneck).epsilon(0.01));
+}
+
+TEST_CASE("an oversubscribed fat-tree slows an all-reduce by what its uplinks predict", "[platform]")
+{
+  const double B = 25e9, L = 2e-6, S = 1e9;
+  const int n = 4;
+  auto time_on = [&](int leaf_radix, double oversubscription) {
+    return all_reduce_s(cluster(n, 1, 300e9, 1e-6, B, L, leaf_radix, oversubscription), S);
+  };
+  // Ring closed form with per-flow bandwidth b: 2(n-1)/n·S/b + 2(n-1)·L.
+  auto ring = [&](double b) { return 2.0 * (n - 1) / n * S / b + 2.0 * (n - 1) * L; };
+
+  SECTION("one node per leaf: every ring step crosses the uplinks, which are the bottleneck")
+  {
+    // leaf_radix 1: each leaf holds one node, its uplink carries B / oversubscription. Ring step
+    // i → i+1 goes up leaf i's uplink and down leaf i+1's, so each direction of each uplink carries
+    // exactly one flow: per-flow bandwidth min(B, B/os). At 2:1 that halves the bandwidth term:
+    //   t(2)/t(1) = (2(n-1)/n·S·2/B + 2(n-1)L) / (2(n-1)/n·S/B + 2(n-1)L)  ≈ 2 for S/B ≫ n·L.
+    const double blocking = time_on(1, 2.0), non_blocking = time_on(1, 1.0);
+    const double expected_ratio = ring(B / 2) / ring(B);
+    INFO("2:1 " << blocking << " s, 1:1 " << non_blocking << " s, expected ratio " << expected_ratio);
+    CHECK(non_blocking == Approx(ring(B)).epsilon(0.02));
+    CHECK(blocking / non_blocking == Approx(expected_ratio).epsilon(0.03));
+  }
+  SECTION("two nodes per leaf: a ring crosses each uplink direction once, so 2:1 still suffices")
+  {
+    // leaf_radix 2: leaf uplink = 2B/2 = B at 2:1. Ring 0→1→2→3→0 crosses leaves at 1→2 and 3→0,
+    // one flow per uplink direction, so the NIC stays the bottleneck and the time does not change.
+    const double blocking = time_on(2, 2.0), non_blocking = time_on(2, 1.0);
+    CHECK(blocking / non_blocking == Approx(1.0).epsilon(0.01));
+    CHECK(blocking == Approx(ring(B)).epsilon(0.02));
+  }
+}
+
+TEST_CASE("stepsim platform prints the built links and example routes", "[platform][cli]")
+{
+  // 4 nodes of 2 GPUs and 2 NICs; leaf_radix 4 puts two nodes under each leaf.
+  nlohmann::json doc = testing::small_scenario(2, 2, 4);
+  doc["parallelism"]["tensor"]                   = 2;
+  auto& group                                    = doc["platform"]["node_groups"][0];
+  group["gpus_per_node"]                         = 2;
+  group["nic"]                                   = {{"count", 2}, {"bandwidth", "200Gbps"}, {"latency", "2us"}};
+  doc["platform"]["network"]["leaf_radix"]       = 4;
+  doc["platform"]["network"]["oversubscription"] = 2;
+  const std::string file = testing::write_temp_file("platform.json", doc.dump());
+  const std::string out  = testing::write_temp_file("platform-out.json", "");
+
+  auto result = testing::run_stepsim("platform " + file + " --json " + out + " --quiet");
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  nlohmann::json d = nlohmann::json::parse(testing::read_text_file(out));
+  CHECK(d["nodes"] == 4);
+  CHECK(d["gpus"] == 8);
+  REQUIRE(d["routes"].size() == 3);
+  CHECK(d["routes"][0]["to_gpu"] == 1);
+  CHECK(d["routes"][1]["to_gpu"] == 2);
+  CHECK(d["routes"][2]["to_gpu"] == 4); // node 2: the first under the other leaf
+  for (const auto& r : d["routes"]) {
+    double bottleneck = 1e300, latency = 0;
+    for (const auto& l : r["links"]) {
+      bottleneck = std::min(bottleneck, l["bandwidth_Bps"].get<double>());
+      latency += l["latency_s"].get<double>();
+    }
+    CHECK(r["bottleneck_Bps"].get<double>() == Approx(bottleneck));
+    CHECK(r["latency_s"].get<double>() == Approx(latency));
+  }
+  // A leaf uplink carries its two nodes' four NICs divided by the oversubscription.
+  double nic = 0, uplink = 0;
+  int nics = 0, gpu_links = 0;
+  for (const auto& k : d["link_kinds"]) {
+    if (k["kind"] == "nodeN-nicN-link") {
+      nic = k["bandwidth_Bps"].get<double>();
+      nics += k["count"].get<int>();
+    }
+    if (k["kind"] == "leafN-uplink")
+      uplink = k["bandwidth_Bps"].get<double>();
+    if (k["kind"] == "nodeN-gpuN-nvswitch")
+      gpu_links += k["count"].get<int>();
+  }
+  CHECK(nics == 8);
+  CHECK(gpu_links == 8);
+  CHECK(nic > 0);
+  CHECK(uplink == Approx(4 * nic / 2));
+
+  auto text = testing::run_stepsim("platform " + file);
+  CHECK(text.exit_code == 0);
+  CHECK(text.output.find("leafN-uplink") != std::string::npos);
+  CHECK(text.output.find("GPU 0 -> GPU 4") != std::string::npos);
+
+  auto bad = testing::run_stepsim("platform " + file + " --set platform.network.topology=ring");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("platform.network.topology") != std::string::npos);
+}

@@ -1,0 +1,38 @@
+// One collective alone on a platform, what nccl-tests measures on a real cluster: the group's
+// members each post it once, the engine replays it step by step (or by its closed form where no
+// link is shared) and the time is the last member's end. Used by `stepsim collective`.
+#pragma once
+
+#include "sim/scenario.hpp"
+#include "sim/task_graph.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+// "all_reduce", "all_gather", "reduce_scatter", "all_to_all" (the ops a benchmark can time).
+std::optional<CollectiveOp> benchmark_op(const std::string& name);
+
+// The members of the benchmark group, as GPU indices: the first `gpus` GPUs of the platform, or
+// with `one_per_node` the first GPU of each of the first `gpus` nodes (the inter-node network
+// alone). gpus = 0 means all. Throws InputError naming `--gpus` when there are not that many.
+std::vector<int> benchmark_group(const PlatformSpec& platform, int gpus, bool one_per_node);
+
+// A workload of one group holding `members` in which every member runs one collective `op` of
+// `bytes` (full fidelity: every member simulated).
+Workload collective_workload(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
+                             double bytes);
+
+// nccl-tests' bus bandwidth factor: busbw = algbw × factor, which makes busbw comparable to the
+// link bandwidth whatever the group size (2(n-1)/n for all-reduce, (n-1)/n for the others).
+double bus_bandwidth_factor(CollectiveOp op, int n);
+
+// Replays one collective on `platform` (built with the achieved link bandwidths, as `stepsim
+// run` does) in a child process, and returns its duration in seconds. `algorithm` must accept
+// `op` on `members.size()` members (check with CollectiveAlgorithm::steps first).
+double time_collective(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op, double bytes,
+                       const std::string& algorithm);
+
+} // namespace stepsim

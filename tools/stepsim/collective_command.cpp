@@ -1,0 +1,107 @@
+// `stepsim collective FILE`: time one collective alone on the scenario's platform, size by size,
+// and print nccl-tests' table (size, time, algorithm and bus bandwidth), to check the network
+// model against nccl-tests runs on the real machine.
+#include "models/collective.hpp"
+#include "sim/input_error.hpp"
+#include "sim/units.hpp"
+#include "tools/driver/collective_bench.hpp"
+#include "tools/driver/simulate.hpp"
+#include "tools/stepsim/command.hpp"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+namespace stepsim {
+namespace {
+
+struct CollectiveOptions {
+  std::string file, op = "all_reduce", algorithm, sizes, min = "1MB", max = "1GB";
+  std::vector<std::string> sets;
+  int gpus    = 0;
+  bool stride = false;
+};
+
+double parse_size(const std::string& text, const std::string& option)
+{
+  auto bytes = units::parse_bytes(text);
+  if (!bytes || !(*bytes >= 1) || *bytes > 1e15)
+    throw InputError({fmt::format("{}: expected a size from 1B to 1PB such as 16MB or 1GiB, got \"{}\"", option, text)});
+  return *bytes;
+}
+
+std::vector<double> sizes_of(const CollectiveOptions& o)
+{
+  std::vector<double> sizes;
+  if (!o.sizes.empty()) {
+    std::stringstream list(o.sizes);
+    for (std::string item; std::getline(list, item, ',');)
+      sizes.push_back(parse_size(item, "--sizes"));
+    return sizes;
+  }
+  // nccl-tests -b MIN -e MAX -f 2
+  const double min = parse_size(o.min, "--min"), max = parse_size(o.max, "--max");
+  if (max < min)
+    throw InputError({fmt::format("--max: {} is below --min {}", o.max, o.min)});
+  for (double s = min; s <= max; s *= 2)
+    sizes.push_back(s);
+  return sizes;
+}
+
+int run(const CollectiveOptions& o)
+{
+  Scenario s = load_scenario(o.file, o.sets);
+  auto op    = benchmark_op(o.op);
+  if (!op)
+    throw InputError({fmt::format("--op: expected all_reduce, all_gather, reduce_scatter or all_to_all, got \"{}\"", o.op)});
+  const std::string algorithm = o.algorithm.empty() ? s.simulation.collective_algorithm : o.algorithm;
+  const auto& chosen          = CollectiveRegistry::get(algorithm, "--algorithm");
+  std::vector<int> members    = benchmark_group(s.platform, o.gpus, o.stride);
+  const int n                 = static_cast<int>(members.size());
+  try {
+    chosen.steps(*op, n);
+  } catch (const std::invalid_argument& e) {
+    throw InputError({fmt::format("--algorithm: {} (group of {} members)", e.what(), n)});
+  }
+  const std::vector<double> sizes = sizes_of(o);
+
+  fmt::print("# {} of {} GPUs ({}), algorithm {}, platform of {}\n", collective_name(*op), n,
+             o.stride ? "one per node" : "the first GPUs", algorithm, s.name);
+  fmt::print("# busbw = algbw x {:.4f} ({})\n", bus_bandwidth_factor(*op, n),
+             *op == CollectiveOp::AllReduce ? "2(n-1)/n" : "(n-1)/n");
+  fmt::print("{:>14} {:>14} {:>13} {:>13}\n", "size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)");
+  for (double bytes : sizes) {
+    const double seconds = time_collective(s.platform, members, *op, bytes, algorithm);
+    const double algbw   = bytes / seconds / 1e9;
+    fmt::print("{:>14.0f} {:>14.2f} {:>13.2f} {:>13.2f}\n", bytes, seconds * 1e6, algbw,
+               algbw * bus_bandwidth_factor(*op, n));
+  }
+  return 0;
+}
+
+std::function<int()> setup(CLI::App& sub)
+{
+  auto o = std::make_shared<CollectiveOptions>();
+  sub.add_option("FILE", o->file, "scenario JSON file (its platform and collective algorithm are used)")->required();
+  sub.add_option("--set", o->sets, "override a field: path=value, e.g. platform.node_groups.0.nic.bandwidth=400Gbps (repeatable)");
+  sub.add_option("--op", o->op, "all_reduce (default), all_gather, reduce_scatter or all_to_all");
+  sub.add_option("--gpus", o->gpus, "group size: the first N GPUs (default all)");
+  sub.add_flag("--stride", o->stride, "take the first GPU of each node instead (the inter-node network alone)");
+  sub.add_option("--algorithm", o->algorithm, "collective algorithm (default simulation.collective_algorithm)");
+  auto* sizes = sub.add_option("--sizes", o->sizes, "comma-separated buffer sizes, e.g. 1MB,16MB,256MB");
+  sub.add_option("--min", o->min, "smallest size when doubling (default 1MB, like nccl-tests -b)")->excludes(sizes);
+  sub.add_option("--max", o->max, "largest size when doubling (default 1GB, like nccl-tests -e)")->excludes(sizes);
+  sub.footer("Examples:\n  stepsim collective configs/scenarios/default.json --gpus 8 --sizes 1MB,16MB,256MB\n"
+             "  stepsim collective configs/scenarios/default.json --stride --op all_gather --algorithm direct\n"
+             "  stepsim collective configs/scenarios/default.json --gpus 8 --algorithm halving_doubling --min 1KB --max 64MB");
+  return [o] { return run(*o); };
+}
+
+const bool registered = CommandRegistry::add(
+    "collective", "time one collective alone on the scenario's platform, size by size (nccl-tests' table)",
+    Command{setup});
+
+} // namespace
+} // namespace stepsim

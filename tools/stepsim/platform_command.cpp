@@ -1,0 +1,245 @@
+// `stepsim platform FILE`: builds the scenario's SimGrid platform and prints what it holds, so a
+// user can check the cluster before simulating on it: nodes and GPUs, every kind of link with its
+// bandwidth and latency, and example routes with the links they cross.
+//
+// Everything printed is read back from the built SimGrid platform (Engine::get_all_links,
+// Host::route_to), not recomputed from the scenario, so it shows what the simulation will use.
+#include "models/link_calibration.hpp"
+#include "sim/input_error.hpp"
+#include "topologies/platform.hpp"
+#include "tools/driver/simulate.hpp"
+#include "tools/stepsim/command.hpp"
+
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace stepsim {
+namespace {
+
+namespace sg4 = simgrid::s4u;
+
+// Above this many GPUs only those of the example routes (and the first GPU of every node) are
+// built: SimGrid's platform creation grows faster than linearly, and nodes of a group are alike.
+constexpr int kFullBuildGpus = 4096;
+
+struct PlatformOptions {
+  std::string file, json_out;
+  std::vector<std::string> sets;
+  bool quiet = false;
+};
+
+// A link's kind is its name with the indices taken out ("node17-gpu3-nvswitch_UP" →
+// "nodeN-gpuN-nvswitch"): builders name links by role and index, so this groups them by role
+// whatever the fabric, and a split-duplex link's two directions count once.
+std::string kind_of(std::string name)
+{
+  for (const char* suffix : {"_UP", "_DOWN"})
+    if (name.size() > std::string(suffix).size() && name.ends_with(suffix))
+      name.resize(name.size() - std::string(suffix).size());
+  std::string kind;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (std::isdigit(static_cast<unsigned char>(name[i]))) {
+      if (i == 0 || !std::isdigit(static_cast<unsigned char>(name[i - 1])))
+        kind += 'N';
+    } else {
+      kind += name[i];
+    }
+  }
+  return kind;
+}
+
+nlohmann::json route_json(const std::string& label, int from, int to, const BuiltPlatform& p)
+{
+  std::vector<sg4::Link*> links;
+  double latency = 0;
+  p.gpus[static_cast<size_t>(from)]->route_to(p.gpus[static_cast<size_t>(to)], links, &latency);
+  nlohmann::json route{{"label", label},
+                       {"from_gpu", from},
+                       {"to_gpu", to},
+                       {"from", p.gpus[static_cast<size_t>(from)]->get_name()},
+                       {"to", p.gpus[static_cast<size_t>(to)]->get_name()},
+                       {"links", nlohmann::json::array()}};
+  double bottleneck = links.empty() ? 0 : links.front()->get_bandwidth();
+  for (const auto* l : links) {
+    route["links"].push_back({{"name", l->get_name()}, {"bandwidth_Bps", l->get_bandwidth()}, {"latency_s", l->get_latency()}});
+    bottleneck = std::min(bottleneck, l->get_bandwidth());
+  }
+  route["bottleneck_Bps"] = bottleneck;
+  route["latency_s"]      = latency;
+  return route;
+}
+
+// Runs in the child that owns the SimGrid engine.
+nlohmann::json describe(const Scenario& s)
+{
+  xbt_log_control_set("root.thres:critical");
+  int argc     = 1;
+  char name[]  = "stepsim";
+  char* argv[] = {name, nullptr};
+  sg4::Engine engine(&argc, argv);
+  configure_network_model();
+  const LinkEfficiency efficiency = load_link_efficiency();
+  const PlatformSpec spec         = with_achieved_bandwidth(s.platform, efficiency);
+
+  const int total = spec.total_gpus();
+  std::vector<int> first_gpu_of_node;
+  for (const auto& g : spec.node_groups)
+    for (int i = 0; i < g.count; ++i)
+      first_gpu_of_node.push_back(first_gpu_of_node.empty() ? 0 : first_gpu_of_node.back() + g.gpus_per_node);
+  const bool full = total <= kFullBuildGpus;
+  std::vector<bool> in_use;
+  if (!full) {
+    in_use.assign(static_cast<size_t>(total), false);
+    for (int g : first_gpu_of_node)
+      in_use[static_cast<size_t>(g)] = true;
+    if (total > 1)
+      in_use[1] = true;
+  }
+  BuiltPlatform p = build_platform(spec, in_use);
+
+  nlohmann::json out{{"scenario", s.name},
+                     {"nodes", first_gpu_of_node.size()},
+                     {"gpus", total},
+                     {"fully_built", full},
+                     {"fabric",
+                      {{"topology", s.platform.network.topology},
+                       {"leaf_radix", s.platform.network.leaf_radix},
+                       {"oversubscription", s.platform.network.oversubscription}}},
+                     {"link_efficiency",
+                      {{"nvswitch", efficiency.nvswitch}, {"pcie", efficiency.pcie}, {"nic", efficiency.nic}}},
+                     {"node_groups", nlohmann::json::array()},
+                     {"link_kinds", nlohmann::json::array()},
+                     {"routes", nlohmann::json::array()}};
+  for (const auto& g : s.platform.node_groups)
+    out["node_groups"].push_back({{"nodes", g.count},
+                                  {"gpus_per_node", g.gpus_per_node},
+                                  {"gpu", g.gpu},
+                                  {"intra_node", g.intra_node.type},
+                                  {"nics_per_node", g.nic.count}});
+
+  // Kinds in first-seen order of SimGrid's (name-sorted) link list would interleave; sort by kind.
+  std::map<std::tuple<std::string, double, double>, int> kinds;
+  for (const auto* l : engine.get_all_links()) {
+    const std::string& n = l->get_name();
+    // The other direction of a split-duplex link is the same link; SimGrid's own links
+    // ("__loopback__") are no part of the cluster.
+    if (!n.ends_with("_DOWN") && !n.starts_with("__"))
+      ++kinds[{kind_of(n), l->get_bandwidth(), l->get_latency()}];
+  }
+  for (const auto& [key, count] : kinds)
+    out["link_kinds"].push_back(
+        {{"kind", std::get<0>(key)}, {"count", count}, {"bandwidth_Bps", std::get<1>(key)}, {"latency_s", std::get<2>(key)}});
+
+  auto built = [&](int g) { return g < total && p.gpus[static_cast<size_t>(g)] != nullptr; };
+  if (spec.node_groups.front().gpus_per_node > 1 && built(1))
+    out["routes"].push_back(route_json("same node", 0, 1, p));
+  if (first_gpu_of_node.size() > 1) {
+    nlohmann::json next = route_json("node 1", 0, first_gpu_of_node[1], p);
+    out["routes"].push_back(next);
+    // The first node reached over more links than node 1 sits farther in the fabric (under
+    // another leaf switch of a fat-tree).
+    for (size_t node = 2; node < first_gpu_of_node.size(); ++node) {
+      nlohmann::json r = route_json("farther in the fabric", 0, first_gpu_of_node[node], p);
+      if (r["links"].size() > next["links"].size()) {
+        out["routes"].push_back(r);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string bandwidth(double Bps)
+{
+  return Bps >= 1e15 ? "unlimited" : fmt::format("{:.4g} GB/s", Bps / 1e9);
+}
+std::string latency(double s)
+{
+  return fmt::format("{:.4g} us", s * 1e6);
+}
+
+void print_text(const nlohmann::json& d)
+{
+  const auto& f = d["fabric"];
+  fmt::print("platform of {}: {} nodes, {} GPUs\n", d["scenario"].get<std::string>(), d["nodes"].get<int>(),
+             d["gpus"].get<int>());
+  for (size_t i = 0; i < d["node_groups"].size(); ++i) {
+    const auto& g = d["node_groups"][i];
+    fmt::print("  node group {}: {} nodes x {} {} ({}), {} NICs per node\n", i, g["nodes"].get<int>(),
+               g["gpus_per_node"].get<int>(), g["gpu"].get<std::string>(), g["intra_node"].get<std::string>(),
+               g["nics_per_node"].get<int>());
+  }
+  if (d["nodes"].get<int>() > 1)
+    fmt::print("  fabric {}: leaf_radix {} NICs, oversubscription {:g}:1\n", f["topology"].get<std::string>(),
+               f["leaf_radix"].get<int>(), f["oversubscription"].get<double>());
+  const auto& e = d["link_efficiency"];
+  fmt::print("  bandwidths are per direction, rated x achieved fraction (nvswitch {:g}, pcie {:g}, nic {:g})\n",
+             e["nvswitch"].get<double>(), e["pcie"].get<double>(), e["nic"].get<double>());
+  fmt::print("\nlinks{}\n", d["fully_built"].get<bool>() ? "" : " (large platform: built for the first GPU of each node only)");
+  fmt::print("  {:<28} {:>7} {:>14} {:>10}\n", "kind", "count", "bandwidth", "latency");
+  for (const auto& k : d["link_kinds"])
+    fmt::print("  {:<28} {:>7} {:>14} {:>10}\n", k["kind"].get<std::string>(), k["count"].get<int>(),
+               bandwidth(k["bandwidth_Bps"].get<double>()), latency(k["latency_s"].get<double>()));
+  fmt::print("\nroutes\n");
+  for (const auto& r : d["routes"]) {
+    fmt::print("  GPU {} -> GPU {} ({}, {} -> {}): bottleneck {}, latency {}\n", r["from_gpu"].get<int>(),
+               r["to_gpu"].get<int>(), r["label"].get<std::string>(), r["from"].get<std::string>(),
+               r["to"].get<std::string>(), bandwidth(r["bottleneck_Bps"].get<double>()),
+               latency(r["latency_s"].get<double>()));
+    for (const auto& l : r["links"])
+      fmt::print("      {:<32} {:>14} {:>10}\n", l["name"].get<std::string>(), bandwidth(l["bandwidth_Bps"].get<double>()),
+                 latency(l["latency_s"].get<double>()));
+  }
+}
+
+int platform(const PlatformOptions& o)
+{
+  Scenario s = load_scenario(o.file, o.sets);
+  nlohmann::json d = nlohmann::json::parse(run_in_child([&] {
+    try {
+      return describe(s).dump();
+    } catch (const InputError& e) {
+      return nlohmann::json{{"input_error", e.problems()}}.dump();
+    } catch (const std::exception& e) {
+      return nlohmann::json{{"error", e.what()}}.dump();
+    }
+  }));
+  if (d.contains("input_error"))
+    throw InputError(d["input_error"].get<std::vector<std::string>>());
+  if (d.contains("error"))
+    throw std::runtime_error(d["error"].get<std::string>());
+  if (!o.json_out.empty())
+    write_text_file(o.json_out, d.dump(2) + "\n");
+  if (!o.quiet)
+    print_text(d);
+  return 0;
+}
+
+std::function<int()> setup(CLI::App& sub)
+{
+  auto o = std::make_shared<PlatformOptions>();
+  sub.add_option("FILE", o->file, "scenario JSON file")->required();
+  sub.add_option("--set", o->sets, "override a field: path=value, e.g. platform.network.oversubscription=2 (repeatable)");
+  sub.add_option("--json", o->json_out, "write the description as JSON to this file");
+  sub.add_flag("--quiet,-q", o->quiet, "print nothing (use with --json)");
+  sub.footer("Examples:\n  stepsim platform configs/scenarios/default.json\n"
+             "  stepsim platform configs/scenarios/default.json --set platform.network.leaf_radix=16 "
+             "--set platform.network.oversubscription=2\n"
+             "  stepsim platform configs/scenarios/default.json --json platform.json --quiet");
+  return [o] { return platform(*o); };
+}
+
+const bool registered = CommandRegistry::add(
+    "platform", "build the scenario's platform and print its nodes, links and example routes", Command{setup});
+
+} // namespace
+} // namespace stepsim

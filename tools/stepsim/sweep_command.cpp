@@ -103,7 +103,9 @@ int run_sweep(const SweepOptions& o)
   Sweep sweep = load_sweep(o.file);
   const size_t total = sweep.points();
   auto [k, n]        = o.shard.empty() ? std::pair<size_t, size_t>{1, 1} : parse_shard(o.shard);
-  std::string prefix = o.prefix.empty() ? std::filesystem::path(o.file).stem().string() : o.prefix;
+  std::string prefix = o.prefix;
+  if (prefix.empty()) // shards of one sweep in one folder must not write over each other
+    prefix = std::filesystem::path(o.file).stem().string() + (n > 1 ? fmt::format("-shard{}of{}", k, n) : "");
   const std::string journal = prefix + ".jsonl.partial";
 
   // Points of this shard, less those a previous run of the same sweep finished.
@@ -215,7 +217,8 @@ std::function<int()> setup_sweep(CLI::App& sub)
   auto o = std::make_shared<SweepOptions>();
   sub.add_option("FILE", o->file, "sweep JSON file: a base scenario and grid/zip axes")->required();
   sub.add_option("-j,--jobs", o->jobs, "worker processes (default 1)")->check(CLI::Range(1, 1024));
-  sub.add_option("-o,--output", o->prefix, "write PREFIX.csv and PREFIX.jsonl (default: the sweep file's name)");
+  sub.add_option("-o,--output", o->prefix,
+                 "write PREFIX.csv and PREFIX.jsonl (default: the sweep file's name, with -shardKofN when sharded)");
   sub.add_option("--shard", o->shard, "run only slice K of N (K/N, e.g. for Slurm array jobs); join with `merge`");
   sub.add_flag("--allow-oom", o->allow_oom, "simulate points that do not fit in memory instead of marking them");
   sub.add_flag("--quiet,-q", o->quiet, "no progress or summary");

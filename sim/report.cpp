@@ -40,6 +40,8 @@ nlohmann::json to_json(const Report& r)
   j["comm_s"]                  = tidy(r.comm_s);
   j["exposed_comm_s"]          = tidy(r.exposed_comm_s);
   j["overlap"]                 = tidy(r.overlap);
+  j["energy_j_per_step"]       = tidy(r.energy_j_per_step);
+  j["energy_j_per_token"]      = tidy(r.energy_j_per_token);
   j["memory_peak_bytes"]       = tidy(r.memory_peak_bytes);
   j["memory_capacity_bytes"]   = tidy(r.memory_capacity_bytes);
   j["fits_in_memory"]          = r.fits_in_memory;
@@ -83,6 +85,8 @@ Report report_from_json(const nlohmann::json& j)
   r.comm_s                  = j.at("comm_s").get<double>();
   r.exposed_comm_s          = j.at("exposed_comm_s").get<double>();
   r.overlap                 = j.at("overlap").get<double>();
+  r.energy_j_per_step       = j.value("energy_j_per_step", 0.0);
+  r.energy_j_per_token      = j.value("energy_j_per_token", 0.0);
   r.memory_peak_bytes       = j.at("memory_peak_bytes").get<double>();
   r.memory_capacity_bytes   = j.at("memory_capacity_bytes").get<double>();
   r.fits_in_memory          = j.at("fits_in_memory").get<bool>();
@@ -125,6 +129,9 @@ std::string to_table(const Report& r)
   out += fmt::format("  {:<24}{:>14.4f} s\n", "communication", r.comm_s);
   out += fmt::format("  {:<24}{:>14.4f} s\n", "exposed communication", r.exposed_comm_s);
   out += fmt::format("  {:<24}{:>13.1f}%\n", "overlap", 100 * r.overlap);
+  if (r.energy_j_per_step > 0)
+    out += fmt::format("  {:<24}{:>14.3f} MJ ({:.3f} J per token)\n", "energy per step", r.energy_j_per_step / 1e6,
+                       r.energy_j_per_token);
   out += fmt::format("  {:<24}{:>14} of {} ({})\n", "memory peak per GPU", human_bytes(r.memory_peak_bytes),
                      human_bytes(r.memory_capacity_bytes), r.fits_in_memory ? "fits" : "DOES NOT FIT");
   out += fmt::format("  {:<24}weights {}, gradients {}, optimizer {}, activations {}, buffers {}\n", "",

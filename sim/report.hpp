@@ -45,6 +45,10 @@ struct Report {
   double comm_s = 0;          // the rank with the most exposed communication
   double exposed_comm_s = 0;
   double overlap = 0;
+  // Energy of the whole job over one step: each GPU at its board power (TDP) while it computes
+  // and at its idle power otherwise (NCCL's copy kernels and waiting draw little); joules.
+  double energy_j_per_step  = 0;
+  double energy_j_per_token = 0;
   double memory_peak_bytes = 0;
   double memory_capacity_bytes = 0;
   bool fits_in_memory = true;

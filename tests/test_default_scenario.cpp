@@ -26,8 +26,16 @@ TEST_CASE("default scenario: a sane report, byte-identical across runs")
   CHECK(r["mfu"].get<double>() > 0.2);
   CHECK(r["mfu"].get<double>() < 0.7);
   CHECK(r["fits_in_memory"] == true);
+  double busy_gpu_seconds = 0;
   for (const auto& st : r["stages"]) {
     CHECK(st["bubble_fraction"].get<double>() >= st["textbook_bubble_fraction"].get<double>() * 0.9);
     CHECK(st["compute_s"].get<double>() > 0);
+    busy_gpu_seconds += 64 * st["compute_s"].get<double>(); // 64 GPUs per stage
   }
+  // Energy: 400 W (A100 SXM TDP) while computing, 55 W idle otherwise, over 1,024 GPUs.
+  const double step = r["step_time_s"].get<double>();
+  const double expected = busy_gpu_seconds * 400 + (1024 * step - busy_gpu_seconds) * 55;
+  CHECK(r["energy_j_per_step"].get<double>() == Approx(expected).epsilon(1e-6));
+  CHECK(r["energy_j_per_token"].get<double>() * r["tokens_per_s"].get<double>() * step ==
+        Approx(expected).epsilon(1e-6));
 }

@@ -233,6 +233,11 @@ Report simulate(const Scenario& s, Timeline* timeline)
   const double peak          = device.peak(s.training.precision);
   r.mfu                      = r.model_tflops_per_gpu * 1e12 / peak;
   r.hfu                      = r.hardware_tflops_per_gpu * 1e12 / peak;
+  // Every GPU of a stage behaves like the stage's reported rank (the stages are its representatives).
+  const double gpus_per_stage = gpus / s.parallelism.pipeline;
+  for (const auto& st : r.stages)
+    r.energy_j_per_step += gpus_per_stage * (st.compute_s * device.tdp_w + (r.step_time_s - st.compute_s) * device.idle_w);
+  r.energy_j_per_token = r.energy_j_per_step / (r.tokens_per_s * r.step_time_s);
   return r;
 }
 

@@ -130,8 +130,8 @@ std::string to_table(const Report& r)
   out += fmt::format("  {:<24}{:>14.4f} s\n", "exposed communication", r.exposed_comm_s);
   out += fmt::format("  {:<24}{:>13.1f}%\n", "overlap", 100 * r.overlap);
   if (r.energy_j_per_step > 0)
-    out += fmt::format("  {:<24}{:>14.3f} MJ ({:.3f} J per token)\n", "energy per step", r.energy_j_per_step / 1e6,
-                       r.energy_j_per_token);
+    out += fmt::format("  {:<24}{:>14.3f} MJ{}\n", "energy per step", r.energy_j_per_step / 1e6,
+                       r.energy_j_per_token > 0 ? fmt::format(" ({:.3f} J per token)", r.energy_j_per_token) : "");
   out += fmt::format("  {:<24}{:>14} of {} ({})\n", "memory peak per GPU", human_bytes(r.memory_peak_bytes),
                      human_bytes(r.memory_capacity_bytes), r.fits_in_memory ? "fits" : "DOES NOT FIT");
   out += fmt::format("  {:<24}weights {}, gradients {}, optimizer {}, activations {}, buffers {}\n", "",

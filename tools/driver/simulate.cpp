@@ -237,7 +237,14 @@ Report simulate(const Scenario& s, Timeline* timeline)
   const double gpus_per_stage = gpus / s.parallelism.pipeline;
   for (const auto& st : r.stages)
     r.energy_j_per_step += gpus_per_stage * (st.compute_s * device.tdp_w + (r.step_time_s - st.compute_s) * device.idle_w);
-  r.energy_j_per_token = r.energy_j_per_step / (r.tokens_per_s * r.step_time_s);
+  const double tokens   = r.tokens_per_s * r.step_time_s; // none for a CNN, which has images
+  r.energy_j_per_token  = tokens > 0 ? r.energy_j_per_step / tokens : 0;
+  // A report never carries a NaN or an infinity: that would be a wrong answer, not a figure.
+  for (double figure : {r.samples_per_s, r.tokens_per_s, r.model_tflops_per_gpu, r.hardware_tflops_per_gpu, r.mfu,
+                        r.hfu, r.bubble_fraction, r.comm_s, r.exposed_comm_s, r.overlap, r.energy_j_per_step,
+                        r.energy_j_per_token, r.memory_peak_bytes})
+    if (!std::isfinite(figure))
+      throw std::runtime_error(fmt::format("the simulation of {} produced a non-finite figure", s.name));
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include "sim/collective_timing.hpp"
 #include "sim/replay.hpp"
 #include "topologies/platform.hpp"
+#include "tools/driver/collective_bench.hpp"
 
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
@@ -55,22 +56,10 @@ Replayed replay_collective(const std::string& algorithm, CollectiveOp op, int n,
     spec.network.leaf_radix = 2;
     BuiltPlatform platform = build_platform(spec);
 
-    Workload w;
-    w.world_size = n;
-    w.groups.push_back(Group{"all", {}});
+    std::vector<int> members;
     for (int r = 0; r < n; ++r)
-      w.groups[0].ranks.push_back(r % 4 == 1 ? r + 1 : r % 4 == 2 ? r - 1 : r);
-    for (int r = 0; r < n; ++r) {
-      w.ranks.push_back(RankProgram{r, 0, {}});
-      ProgramBuilder b(w.ranks.back());
-      Task t;
-      t.kind   = TaskKind::Collective;
-      t.stream = Stream::Data;
-      t.group  = 0;
-      t.bytes  = bytes;
-      t.op     = op;
-      b.add(t);
-    }
+      members.push_back(r % 4 == 1 ? r + 1 : r % 4 == 2 ? r - 1 : r);
+    Workload w = collective_workload(spec, members, op, bytes);
     const auto& a = CollectiveRegistry::get(algorithm, "");
     CollectiveTiming timing(w, platform.gpus, a);
     // Path between two nodes under different leaves; every pair has the same here.

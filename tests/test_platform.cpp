@@ -6,6 +6,7 @@
 #include "models/collective.hpp"
 #include "sim/replay.hpp"
 #include "topologies/platform.hpp"
+#include "tools/driver/collective_bench.hpp"
 
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
@@ -13,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <numeric>
 
 using namespace stepsim;
 
@@ -101,22 +103,9 @@ double all_reduce_s(const PlatformSpec& spec, double bytes)
   return testing::in_child([&] {
            auto engine     = start_engine();
            BuiltPlatform p = build_platform(spec);
-           Workload w;
-           w.world_size = spec.total_gpus();
-           w.groups.push_back(Group{"all", {}});
-           for (int r = 0; r < w.world_size; ++r)
-             w.groups[0].ranks.push_back(r);
-           for (int r = 0; r < w.world_size; ++r) {
-             w.ranks.push_back(RankProgram{r, 0, {}});
-             ProgramBuilder b(w.ranks.back());
-             Task t;
-             t.kind   = TaskKind::Collective;
-             t.stream = Stream::Data;
-             t.group  = 0;
-             t.bytes  = bytes;
-             t.op     = CollectiveOp::AllReduce;
-             b.add(t);
-           }
+           std::vector<int> members(static_cast<size_t>(spec.total_gpus()));
+           std::iota(members.begin(), members.end(), 0);
+           Workload w = collective_workload(spec, members, CollectiveOp::AllReduce, bytes);
            return nlohmann::json(replay(w, p.gpus, CollectiveRegistry::get("ring", "")).end_s);
          })
       .get<double>();

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -55,7 +56,10 @@ Workload collective_workload(const PlatformSpec& platform, const std::vector<int
   Workload w;
   w.world_size = platform.total_gpus();
   w.groups.push_back(Group{"bench", members});
-  for (int rank : members) {
+  std::vector<int> ranks = members; // the group keeps its ring order; programs go by rank
+  std::sort(ranks.begin(), ranks.end());
+  w.ranks.reserve(ranks.size());
+  for (int rank : ranks) {
     w.ranks.push_back(RankProgram{rank, 0, {}});
     ProgramBuilder b(w.ranks.back());
     Task t;

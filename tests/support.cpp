@@ -1,6 +1,10 @@
 #include "support.hpp"
 
 #include "tools/driver/simulate.hpp"
+#include "topologies/platform.hpp"
+
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -31,6 +35,31 @@ nlohmann::json small_scenario(int pipeline, int data, int micro_batches)
            {"intra_node", {{"type", "nvswitch"}, {"bandwidth", "300GBps"}, {"latency", 0}}},
            {"nic", {{"count", 1}, {"bandwidth", "1000000TBps"}, {"latency", 0}}}}}},
         {"network", {{"topology", "fat_tree"}}}}}};
+}
+
+std::unique_ptr<simgrid::s4u::Engine> start_engine()
+{
+  xbt_log_control_set("root.thres:critical");
+  static int argc     = 1;
+  static char name[]  = "test";
+  static char* argv[] = {name, nullptr};
+  auto engine         = std::make_unique<simgrid::s4u::Engine>(&argc, argv);
+  configure_network_model();
+  return engine;
+}
+
+PlatformSpec single_gpu_nodes(int n, double bandwidth_Bps, double latency_s)
+{
+  PlatformSpec spec;
+  NodeGroupSpec g;
+  g.count             = n;
+  g.gpu               = "A100-SXM4-80GB";
+  g.gpus_per_node     = 1;
+  g.nic.count         = 1;
+  g.nic.bandwidth_Bps = bandwidth_Bps;
+  g.nic.latency_s     = latency_s;
+  spec.node_groups    = {g};
+  return spec;
 }
 
 nlohmann::json in_child(const std::function<nlohmann::json()>& body)

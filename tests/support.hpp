@@ -7,12 +7,22 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
+
+namespace simgrid::s4u {
+class Engine;
+}
 
 namespace stepsim::testing {
 
 // A small GPT-style scenario on `nodes` single-GPU nodes, with free-ish links unless changed.
 nlohmann::json small_scenario(int pipeline, int data, int micro_batches);
+
+// Inside a child process: SimGrid's engine, quiet, with stepsim's network model settings.
+std::unique_ptr<simgrid::s4u::Engine> start_engine();
+// n single-GPU nodes (A100) whose NICs have bandwidth B and latency L between them.
+PlatformSpec single_gpu_nodes(int n, double bandwidth_Bps, double latency_s);
 
 // Runs `body` in a forked child and returns the JSON it produced.
 nlohmann::json in_child(const std::function<nlohmann::json()>& body);

@@ -38,21 +38,8 @@ struct Replayed {
 Replayed replay_collective(const std::string& algorithm, CollectiveOp op, int n, double bytes, double B, double L)
 {
   auto j = testing::in_child([&] {
-    xbt_log_control_set("root.thres:critical");
-    int argc     = 1;
-    char name[]  = "test";
-    char* argv[] = {name, nullptr};
-    simgrid::s4u::Engine engine(&argc, argv);
-    configure_network_model();
-    PlatformSpec spec;
-    NodeGroupSpec g;
-    g.count             = n;
-    g.gpu               = "A100-SXM4-80GB";
-    g.gpus_per_node     = 1;
-    g.nic.count         = 1;
-    g.nic.bandwidth_Bps = B;
-    g.nic.latency_s     = L;
-    spec.node_groups    = {g};
+    auto engine       = testing::start_engine();
+    PlatformSpec spec = testing::single_gpu_nodes(n, B, L);
     spec.network.leaf_radix = 2;
     BuiltPlatform platform = build_platform(spec);
 

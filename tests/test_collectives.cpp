@@ -5,11 +5,13 @@
 #include "models/collective.hpp"
 #include "sim/replay.hpp"
 #include "topologies/platform.hpp"
+#include "tools/driver/collective_bench.hpp"
 
 #include <simgrid/s4u.hpp>
-#include <xbt/log.h>
 
 #include <catch2/catch.hpp>
+
+#include <numeric>
 
 using namespace stepsim;
 
@@ -19,39 +21,14 @@ namespace {
 double replay_all_reduce(int n, double bytes, double bandwidth, double latency, bool every_member)
 {
   return testing::in_child([&] {
-           xbt_log_control_set("root.thres:critical");
-           int argc     = 1;
-           char name[]  = "test";
-           char* argv[] = {name, nullptr};
-           simgrid::s4u::Engine engine(&argc, argv);
-           configure_network_model();
-           PlatformSpec spec;
-           NodeGroupSpec g;
-           g.count             = n;
-           g.gpu               = "A100-SXM4-80GB";
-           g.gpus_per_node     = 1;
-           g.nic.count         = 1;
-           g.nic.bandwidth_Bps = bandwidth;
-           g.nic.latency_s     = latency;
-           spec.node_groups    = {g};
+           auto engine            = testing::start_engine();
+           PlatformSpec spec      = testing::single_gpu_nodes(n, bandwidth, latency);
            BuiltPlatform platform = build_platform(spec);
-
-           Workload w;
-           w.world_size = n;
-           w.groups.push_back(Group{"all", {}});
-           for (int r = 0; r < n; ++r)
-             w.groups[0].ranks.push_back(r);
-           for (int r = 0; r < (every_member ? n : 1); ++r) {
-             w.ranks.push_back(RankProgram{r, 0, {}});
-             ProgramBuilder b(w.ranks.back());
-             Task t;
-             t.kind   = TaskKind::Collective;
-             t.stream = Stream::Data;
-             t.group  = 0;
-             t.bytes  = bytes;
-             t.op     = CollectiveOp::AllReduce;
-             b.add(t);
-           }
+           std::vector<int> members(static_cast<size_t>(n));
+           std::iota(members.begin(), members.end(), 0);
+           Workload w = collective_workload(spec, members, CollectiveOp::AllReduce, bytes);
+           if (!every_member)
+             w.ranks.resize(1); // rank 0 stands for the others
            ReplayResult result = replay(w, platform.gpus, CollectiveRegistry::get("ring", ""));
            return nlohmann::json(result.end_s);
          })

@@ -23,17 +23,6 @@ namespace {
 namespace sg4 = simgrid::s4u;
 
 // Starts the SimGrid engine of a test child (one per process).
-std::unique_ptr<sg4::Engine> start_engine()
-{
-  xbt_log_control_set("root.thres:critical");
-  static int argc     = 1;
-  static char name[]  = "test";
-  static char* argv[] = {name, nullptr};
-  auto engine         = std::make_unique<sg4::Engine>(&argc, argv);
-  configure_network_model();
-  return engine;
-}
-
 PlatformSpec cluster(int nodes, int gpus_per_node, double nvlink_Bps, double nvlink_s, double nic_Bps, double nic_s,
                      int leaf_radix, double oversubscription)
 {
@@ -59,7 +48,7 @@ PlatformSpec cluster(int nodes, int gpus_per_node, double nvlink_Bps, double nvl
 nlohmann::json measure_route(const PlatformSpec& spec, int src, int dst, double bytes)
 {
   return testing::in_child([&] {
-    auto engine = start_engine();
+    auto engine = testing::start_engine();
     BuiltPlatform p = build_platform(spec);
     std::vector<sg4::Link*> links;
     double latency = 0;
@@ -101,7 +90,7 @@ bool crosses(const nlohmann::json& route, const std::string& part)
 double all_reduce_s(const PlatformSpec& spec, double bytes)
 {
   return testing::in_child([&] {
-           auto engine     = start_engine();
+           auto engine     = testing::start_engine();
            BuiltPlatform p = build_platform(spec);
            std::vector<int> members(static_cast<size_t>(spec.total_gpus()));
            std::iota(members.begin(), members.end(), 0);

@@ -60,7 +60,23 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
   c.attention_efficiency = r.number("attention_efficiency", c.attention_efficiency, 0, true);
   c.memory_efficiency    = r.number("memory_efficiency", c.memory_efficiency, 0, true);
   c.kernel_overhead_s    = r.time("kernel_overhead", c.kernel_overhead_s);
+  if (r.has("gemm_efficiency_by_dtype")) {
+    JsonReader by_dtype = r.object("gemm_efficiency_by_dtype");
+    for (const char* p : {"fp32", "tf32", "fp16", "bf16", "fp8"})
+      if (by_dtype.has(p)) {
+        c.gemm_efficiency_by_dtype[p] = by_dtype.number(p, std::nullopt, 0, true);
+        if (c.gemm_efficiency_by_dtype[p] > 1.0)
+          by_dtype.problems().add(by_dtype.path_of(p), "expected a fraction no larger than 1");
+      }
+    by_dtype.reject_unknown_keys();
+  }
+  c.comm_compute_interference = r.number("comm_compute_interference", c.comm_compute_interference, 0);
+  if (c.comm_compute_interference >= 1.0)
+    r.problems().add(r.path_of("comm_compute_interference"),
+                     "expected a fraction below 1 (compute takes 1/(1-f) times as long beside a collective)");
   c.source               = r.text("source", c.source);
+  r.raw("fit");
+  r.raw("comm_compute_interference_source");
   r.raw("notes");
   r.raw("device");
   r.reject_unknown_keys();
@@ -98,6 +114,7 @@ Device load_device(const std::string& name, const std::string& path)
   d.l2_bytes                = r.number("l2_mb", 0.0) * 1e6;
   d.nvlink_bandwidth_Bps    = r.bandwidth("nvlink_bandwidth", 0.0);
   d.host_link_bandwidth_Bps = r.bandwidth("host_link_bandwidth", 16e9);
+  d.nvls                    = r.boolean("nvls", false);
   d.tdp_w                   = r.number("tdp_w", 0.0);
   d.idle_w                  = r.number("idle_w", 0.0);
   read_calibration(r.object("calibration"), d.calibration);

@@ -19,7 +19,19 @@ struct DeviceCalibration {
   double memory_efficiency = 0.8;
   // Time a kernel costs beyond its work (launch and tail), seconds.
   double kernel_overhead_s = 4e-6;
+  // gemm_efficiency at one precision where it differs from the common figure (a measured
+  // calibration fits one per dtype: fp32 on CUDA cores is not tf32 or fp8 on tensor cores).
+  std::map<std::string, double> gemm_efficiency_by_dtype;
+  // Fraction by which compute kernels slow while a collective's kernels run beside them on the
+  // same GPU (SMs and memory bandwidth taken by NCCL): compute takes 1/(1-f) times as long.
+  double comm_compute_interference = 0;
   std::string source;
+
+  double gemm_efficiency_at(const std::string& precision) const
+  {
+    auto it = gemm_efficiency_by_dtype.find(precision);
+    return it == gemm_efficiency_by_dtype.end() ? gemm_efficiency : it->second;
+  }
 };
 
 struct Device {
@@ -31,6 +43,9 @@ struct Device {
   double l2_bytes             = 0;
   double nvlink_bandwidth_Bps = 0; // per direction, all links together
   double host_link_bandwidth_Bps = 0;
+  // NVLink SHARP: the NVSwitch of this GPU's nodes reduces in the switch (third-generation
+  // NVSwitch: H100, H200, B200), so NCCL can run all-reduces as NVLS (models/nvls.cpp).
+  bool nvls = false;
   double tdp_w  = 0;
   double idle_w = 0;
   DeviceCalibration calibration;

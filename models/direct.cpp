@@ -13,8 +13,9 @@
 namespace stepsim {
 namespace {
 
-int direct_steps(CollectiveOp op, int n)
+int direct_steps(CollectiveOp op, const GroupShape& g, double)
 {
+  const int n = g.n;
   switch (op) {
   case CollectiveOp::AllReduce: return n <= 1 ? 0 : 2 * (n - 1);
   case CollectiveOp::AllGather:
@@ -27,20 +28,21 @@ int direct_steps(CollectiveOp op, int n)
   throw std::invalid_argument(std::string("the direct algorithm does not implement ") + collective_name(op));
 }
 
-CollectiveStep direct_step(CollectiveOp op, int n, int member, int step, double bytes)
+CollectiveStep direct_step(CollectiveOp op, const GroupShape& g, double bytes, int, int member, int step)
 {
+  const int n = g.n;
   // The all-reduce's all-gather half repeats the rotation of its reduce-scatter half.
   const int k = op == CollectiveOp::AllReduce && n > 1 ? step % (n - 1) : step;
   CollectiveStep s;
   s.bytes     = bytes / n;
-  s.send_to   = (member + k + 1) % n;
-  s.recv_from = ((member - k - 1) % n + n) % n;
+  s.send((member + k + 1) % n);
+  s.recv(((member - k - 1) % n + n) % n);
   return s;
 }
 
 const bool registered = CollectiveRegistry::add(
     "direct", "each member sends its S/n chunk straight to every peer, one peer per step (n-1 steps; all-reduce 2(n-1))",
-    CollectiveAlgorithm{direct_steps, direct_step});
+    CollectiveAlgorithm{"direct", {}, direct_steps, direct_step, {}});
 
 } // namespace
 } // namespace stepsim

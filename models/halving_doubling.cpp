@@ -34,14 +34,15 @@ int log2_members(CollectiveOp op, int n)
   throw std::invalid_argument(std::string("the halving_doubling algorithm does not implement ") + collective_name(op));
 }
 
-int halving_doubling_steps(CollectiveOp op, int n)
+int halving_doubling_steps(CollectiveOp op, const GroupShape& g, double)
 {
-  const int levels = log2_members(op, n);
+  const int levels = log2_members(op, g.n);
   return op == CollectiveOp::AllReduce ? 2 * levels : levels;
 }
 
-CollectiveStep halving_doubling_step(CollectiveOp op, int n, int member, int step, double bytes)
+CollectiveStep halving_doubling_step(CollectiveOp op, const GroupShape& g, double bytes, int, int member, int step)
 {
+  const int n      = g.n;
   const int levels = log2_members(op, n);
   CollectiveStep s;
   int distance = 0;
@@ -53,15 +54,15 @@ CollectiveStep halving_doubling_step(CollectiveOp op, int n, int member, int ste
     distance    = 1 << (levels - 1 - j); // doubling: S/n to the farthest partner first
     s.bytes     = bytes / n * (1 << j);
   }
-  s.send_to   = member ^ distance;
-  s.recv_from = member ^ distance;
+  s.send(member ^ distance);
+  s.recv(member ^ distance);
   return s;
 }
 
 const bool registered = CollectiveRegistry::add(
     "halving_doubling",
     "recursive halving (reduce-scatter) and doubling (all-gather), power-of-two groups: 2·log2(n) steps per all-reduce",
-    CollectiveAlgorithm{halving_doubling_steps, halving_doubling_step});
+    CollectiveAlgorithm{"halving_doubling", {}, halving_doubling_steps, halving_doubling_step, {}});
 
 } // namespace
 } // namespace stepsim

@@ -22,7 +22,7 @@ constexpr double kMaxSplitK = 64; // the largest K split considered
 double gemm_seconds(const Kernel& k, const Device& d, const std::string& precision)
 {
   const auto& c       = d.calibration;
-  const double per_sm = d.peak(precision) / d.sm_count * c.gemm_efficiency;
+  const double per_sm = d.peak(precision) / d.sm_count * c.gemm_efficiency_at(precision);
   const double bandwidth = d.memory_bandwidth_Bps * c.memory_efficiency;
   double best         = INFINITY;
   for (const Tile& t : kTiles) {
@@ -30,12 +30,15 @@ double gemm_seconds(const Kernel& k, const Device& d, const std::string& precisi
     // A GEMM with too few output tiles to fill the SMs but a long K (a convolution's weight
     // gradient reduces over batch × pixels) is split along K, as cuBLAS and cuDNN do: each part
     // runs on its own SM and the partial sums are added in fp32 afterwards.
+    // A part is never shorter than 4 gemm_half_k of K; a shorter K runs that part length
+    // (padded), so that a GEMM's time never falls when K grows past a split's threshold.
     for (double split = 1; split <= kMaxSplitK; split *= 2) {
-      if (split > 1 && (tiles * split > d.sm_count * 2.0 || k.k / split < 4 * c.gemm_half_k))
+      if (split > 1 && tiles * split > d.sm_count * 2.0)
         break;
-      double waves = std::ceil(tiles * split / d.sm_count);
+      const double part = split > 1 ? std::max(k.k / split, 4 * c.gemm_half_k) : k.k;
+      double waves      = std::ceil(tiles * split / d.sm_count);
       // The fill and drain of the K loop cost about gemm_half_k worth of K per tile.
-      double tile_seconds = 2.0 * t.m * t.n * (k.k / split + c.gemm_half_k) / (per_sm * t.relative_efficiency);
+      double tile_seconds = 2.0 * t.m * t.n * (part + c.gemm_half_k) / (per_sm * t.relative_efficiency);
       double reduction    = split > 1 ? (split + 1) * k.m * k.n * k.batch * 4.0 / bandwidth : 0.0;
       best                = std::min(best, waves * tile_seconds + reduction);
     }

@@ -1,6 +1,7 @@
 #include "models/memory.hpp"
 
 #include "workloads/cnn.hpp"
+#include "workloads/moe.hpp"
 #include "workloads/transformer.hpp"
 
 #include <algorithm>
@@ -22,9 +23,10 @@ double layer_activation_bytes(const Scenario& s)
   // (flash) attention do not keep them.
   const bool keeps_scores = s.training.recompute == "none" && s.training.attention == "standard";
   const double scores     = keeps_scores ? 5 * a * sq / h : 0;
+  const double experts = moe_activation_delta_bytes(s); // a MoE layer's experts instead of its MLP
   if (sp)
-    return sbh / t * (34 + scores);
-  return sbh * (10 + 24 / t + scores / t);
+    return sbh / t * (34 + scores) + experts;
+  return sbh * (10 + 24 / t + scores / t) + experts;
 }
 
 namespace {
@@ -82,34 +84,81 @@ double stage_parameters(const Scenario& s, int stage)
 {
   if (is_cnn(s.model)) {
     const auto layers = cnn_layers(s.model, 1, 4);
-    double psi        = 0;
-    for (int i : cnn_layers_by_stage(s, layers).at(static_cast<size_t>(stage)))
+    const auto by_stage = cnn_layers_by_stage(s, layers); // kept: the loop below refers into it
+    double psi          = 0;
+    for (int i : by_stage.at(static_cast<size_t>(stage)))
       psi += layers[i].parameters;
     return psi;
   }
   const int p      = s.parallelism.pipeline;
   const int t      = s.parallelism.tensor;
-  double params    = double(s.layers_on_stage(stage)) * layer_parameters_per_rank(s.model, t);
+  double params    = double(s.layers_on_stage(stage)) * layer_parameters_per_rank(s.model, t, s.parallelism.expert);
   if (stage == 0)
     params += embedding_parameters_per_rank(s.model, t);
-  if (stage == p - 1) // the output layer, or the copy of the tied word embeddings
-    params += double(s.model.vocab_size) * s.model.hidden_size / t + s.model.hidden_size;
+  if (stage == p - 1) // the final norm, and the output layer or the last stage's copy of the tied embeddings
+    params += (s.model.tied_embeddings && p == 1 ? 0 : double(s.model.vocab_size) * s.model.hidden_size / t) +
+              s.model.hidden_size;
   return params;
 }
 
-MemoryBreakdown stage_memory(const Scenario& s, int stage, int micro_batches_in_flight)
+namespace {
+
+// What ZeRO-3 / FSDP and ZeRO-Offload change, on top of the ZeRO paper's accounting (`m` already
+// holds it): gathered parameters and the unit gradient waiting for its reduce-scatter, and the
+// optimizer states that live on the host. `largest_unit`: parameters of the stage's largest unit
+// (a layer, or the embedding or head), per rank.
+void sharded_data_parallel(const Scenario& s, double psi, double e, double largest_unit, MemoryBreakdown& m)
 {
-  if (is_cnn(s.model))
-    return cnn_stage_memory(s, stage, micro_batches_in_flight);
+  const int dp = s.parallelism.data * s.parallelism.context;
+  if (s.parallelism.zero_stage >= 3 && dp > 1) {
+    if (s.parallelism.reshard_after_forward) // the unit in use and the prefetched next one
+      m.buffers = 2 * largest_unit * e + largest_unit * e;
+    else { // the stage stays gathered between forward and backward
+      m.weights += psi * e;
+      m.buffers = largest_unit * e;
+    }
+  }
+  if (s.parallelism.offload_optimizer) // fp32 master weights and moments live in host memory
+    m.optimizer = 0;
+}
+
+} // namespace
+
+MemoryBreakdown stage_memory(const Scenario& s, int stage, int micro_batches_in_flight, int weight_versions)
+{
+  if (is_cnn(s.model)) {
+    MemoryBreakdown m = cnn_stage_memory(s, stage, micro_batches_in_flight);
+    m.weights *= weight_versions;
+    const auto layers   = cnn_layers(s.model, 1, 4);
+    const auto by_stage = cnn_layers_by_stage(s, layers); // kept: the loop below refers into it
+    double largest      = 0;
+    for (int i : by_stage.at(static_cast<size_t>(stage)))
+      largest = std::max(largest, layers[static_cast<size_t>(i)].parameters);
+    sharded_data_parallel(s, stage_parameters(s, stage), element_bytes(s.training.precision) == 4 ? 4 : 2, largest, m);
+    return m;
+  }
   const int dp      = s.parallelism.data * s.parallelism.context;
   const int zero    = s.parallelism.zero_stage;
   const double psi  = stage_parameters(s, stage);
   const double e    = element_bytes(s.training.precision) == 4 ? 4 : 2;
   MemoryBreakdown m;
-  m.weights   = psi * e / (zero >= 3 ? dp : 1);
+  // Stashed versions are whole working copies; the optimizer's master copy stays one.
+  m.weights   = psi * e / (zero >= 3 ? dp : 1) * weight_versions;
   m.gradients = psi * e / (zero >= 2 ? dp : 1);
   double k    = s.training.optimizer == "adam" ? 12 : 8; // fp32 master weights and moments
   m.optimizer = psi * k / (zero >= 1 ? dp : 1);
+  if (is_moe(s.model) && s.parallelism.expert > 1) {
+    // Experts are sharded over the ranks that hold the same experts: data × context / expert.
+    const double experts = s.layers_on_stage(stage) * expert_parameters_per_rank(s.model, s.parallelism.tensor,
+                                                                                s.parallelism.expert);
+    const double more    = experts * (double(s.parallelism.expert) / dp - 1.0 / dp); // 1/edp − 1/dp
+    if (zero >= 3)
+      m.weights += more * e * weight_versions;
+    if (zero >= 2)
+      m.gradients += more * e;
+    if (zero >= 1)
+      m.optimizer += more * k;
+  }
 
   const int p             = s.parallelism.pipeline;
   const double layers     = s.layers_on_stage(stage);
@@ -125,6 +174,12 @@ MemoryBreakdown stage_memory(const Scenario& s, int stage, int micro_batches_in_
                      s.model.vocab_size / s.parallelism.tensor;
   if (dp > 1)
     m.buffers = std::min(s.parallelism.bucket_bytes, m.gradients); // a bucket never holds more than the gradients
+  double largest = layer_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert);
+  if (stage == 0)
+    largest = std::max(largest, embedding_parameters_per_rank(s.model, s.parallelism.tensor));
+  if (stage == p - 1)
+    largest = std::max(largest, double(s.model.vocab_size) * s.model.hidden_size / s.parallelism.tensor);
+  sharded_data_parallel(s, psi, e, largest, m);
   return m;
 }
 

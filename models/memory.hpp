@@ -14,6 +14,7 @@ namespace stepsim {
 double layer_activation_bytes(const Scenario& s);
 // Parameters held by one rank of a pipeline stage (before ZeRO sharding).
 double stage_parameters(const Scenario& s, int stage);
-MemoryBreakdown stage_memory(const Scenario& s, int stage, int micro_batches_in_flight);
+// `weight_versions`: copies of the stage's weights kept at once (PipeDream's weight stashing).
+MemoryBreakdown stage_memory(const Scenario& s, int stage, int micro_batches_in_flight, int weight_versions = 1);
 
 } // namespace stepsim

@@ -27,15 +27,36 @@ namespace stepsim {
 
 class CollectiveTiming {
 public:
+  // `all_analytic`: time every collective by its closed form, shared links or not (the analytic
+  // network fidelity). `base_latency_s`: NCCL's fixed cost per collective, added to seconds().
   CollectiveTiming(const Workload& w, const std::vector<simgrid::s4u::Host*>& hosts,
-                   const CollectiveAlgorithm& algorithm);
+                   const CollectiveAlgorithm& algorithm, bool all_analytic = false, double base_latency_s = 0);
 
   // True when collectives `op` of group `group` may be timed by seconds().
   bool analytic(int group, CollectiveOp op) const;
-  // The closed-form duration of one collective: the sum over steps of the slowest member's step.
+  // The closed-form duration of one collective on idle paths (uncontended_seconds).
   double seconds(int group, CollectiveOp op, double bytes);
+  // NCCL's base latency for a collective of this group; none on a group whose paths have zero
+  // latency (an idealised, free network).
+  double base_latency(int group)
+  {
+    const auto& ranks = w_.groups[static_cast<size_t>(group)].ranks;
+    return ranks.size() > 1 && latency(ranks[0], ranks[1]) > 0 ? base_latency_s_ : 0.0;
+  }
   // Latency of the path between two ranks' GPUs.
   double latency(int src_rank, int dst_rank) { return path(src_rank, dst_rank).latency_s; }
+  // Closed form of one transfer between two ranks' GPUs: latency + bytes / bottleneck bandwidth.
+  double transfer_seconds(int src_rank, int dst_rank, double bytes)
+  {
+    const Path& p = path(src_rank, dst_rank);
+    return p.latency_s + bytes / p.bandwidth_Bps;
+  }
+  // The links of the route between two ranks' GPUs.
+  const std::vector<const simgrid::s4u::Link*>& links(int src_rank, int dst_rank) { return path(src_rank, dst_rank).links; }
+  // The group as collective algorithms see it, with the latency and bandwidth of its paths.
+  const GroupShape& shape(int group);
+  // Latency and bottleneck bandwidth between two members of a group.
+  PathCost member_path(int group, int member_a, int member_b);
 
 private:
   struct Path {
@@ -44,14 +65,16 @@ private:
   };
   const Path& path(int src_rank, int dst_rank);
   // Links the collective's flows use, or false when two flows of one step share a link.
-  bool links_of(int group, CollectiveOp op, std::vector<const simgrid::s4u::Link*>& links);
+  bool links_of(int group, CollectiveOp op, double bytes, std::vector<const simgrid::s4u::Link*>& links);
 
   const Workload& w_;
   const std::vector<simgrid::s4u::Host*>& hosts_;
   const CollectiveAlgorithm& algorithm_;
   std::unordered_map<long long, Path> paths_;
+  std::map<int, GroupShape> shapes_;
   std::map<std::pair<int, CollectiveOp>, bool> analytic_;
   std::map<std::tuple<int, CollectiveOp, double>, double> seconds_;
+  double base_latency_s_ = 0;
 };
 
 } // namespace stepsim

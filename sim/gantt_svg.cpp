@@ -248,7 +248,8 @@ std::string gantt_svg(const Timeline& t, const Report& r)
       const TimelineRank& rank = *rows[k];
       std::vector<Span> compute, comm;
       for (const auto& i : rank.intervals)
-        (i.stream == Stream::Compute ? compute : comm).push_back({i.start_s, i.end_s});
+        if (i.stream != Stream::Host) // CPU work: the GPU idles
+          (i.stream == Stream::Compute ? compute : comm).push_back({i.start_s, i.end_s});
       compute = merged(std::move(compute), 0);
       comm    = merged(std::move(comm), 0);
       std::vector<Span> busy = compute;

@@ -22,6 +22,7 @@ const char* kind_name(TaskKind k)
   case TaskKind::Send: return "send";
   case TaskKind::Recv: return "receive";
   case TaskKind::Collective: return "collective";
+  case TaskKind::HostCopy: return "host copy";
   }
   return "task";
 }

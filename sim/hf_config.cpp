@@ -58,7 +58,7 @@ ModelSpec import_hf_config(const nlohmann::json& c)
       m.num_experts = get_int(c, c.contains("num_local_experts") ? "num_local_experts" : "num_experts", problems);
       m.moe_top_k   = get_int(c, "num_experts_per_tok", problems, 2);
       if (c.contains("moe_intermediate_size"))
-        m.ffn_hidden_size = get_int(c, "moe_intermediate_size", problems);
+        m.moe_ffn_hidden_size = get_int(c, "moe_intermediate_size", problems);
     }
   } else {
     problems.add("model_type", fmt::format("\"{}\" is not a supported HuggingFace model type; expected one of "

@@ -1,6 +1,7 @@
 #include "sim/metrics.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace stepsim {
 
@@ -50,12 +51,22 @@ double uncovered_length(std::vector<Interval> a, std::vector<Interval> b)
 
 RankMetrics rank_metrics(const RankProgram& program, const RankTimeline& timeline)
 {
+  return rank_metrics(program, timeline, {-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()});
+}
+
+RankMetrics rank_metrics(const RankProgram& program, const RankTimeline& timeline, Interval window)
+{
   std::vector<Interval> compute, comm;
   for (TaskId v = 0; v < timeline.tasks.size(); ++v) {
     const TaskTiming& t = timeline.tasks[v];
-    if (t.end <= t.start)
+    const double start  = std::max(t.start, window.start);
+    const double end    = std::min(t.end, window.end);
+    if (end <= start)
       continue;
-    (is_communication(program.graph[v].stream) ? comm : compute).push_back({t.start, t.end});
+    const Stream stream = program.graph[v].stream;
+    if (stream == Stream::Host) // the node's CPU works (ZeRO-Offload's optimizer); the GPU idles
+      continue;
+    (is_communication(stream) ? comm : compute).push_back({start, end});
   }
   RankMetrics m;
   m.compute_s      = union_length(compute);

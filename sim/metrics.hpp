@@ -23,5 +23,8 @@ struct RankMetrics {
 };
 
 RankMetrics rank_metrics(const RankProgram& program, const RankTimeline& timeline);
+// The same, counting only what falls inside `window` (a steady-state step of a schedule without
+// a flush, Workload::steps).
+RankMetrics rank_metrics(const RankProgram& program, const RankTimeline& timeline, Interval window);
 
 } // namespace stepsim

@@ -6,8 +6,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
+#include <tuple>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -24,10 +29,19 @@ struct TaskRef {
   TaskId task;
 };
 
+// Data moved between two ranks' GPUs by one activity (for the per-link accounting).
+struct Transfer {
+  int src = -1, dst = -1; // global ranks; src < 0: not a transfer
+  double bytes = 0;
+  double start = 0;
+};
+
 class Replay {
 public:
-  Replay(const Workload& w, const std::vector<sg4::Host*>& hosts, const CollectiveAlgorithm& algorithm)
-      : w_(w), hosts_(hosts), algorithm_(algorithm), timing_(w, hosts, algorithm),
+  Replay(const Workload& w, const std::vector<sg4::Host*>& hosts, const CollectiveAlgorithm& algorithm,
+         const ReplayOptions& options)
+      : w_(w), hosts_(hosts), algorithm_(algorithm), options_(options),
+        timing_(w, hosts, algorithm, options.analytic_network, options.collective_base_latency_s),
         simulated_(static_cast<size_t>(w.world_size), -1), group_simulated_(w.groups.size(), 0)
   {
     result_.ranks.resize(w.ranks.size());
@@ -54,26 +68,30 @@ public:
     for (size_t gi = 0; gi < w.groups.size(); ++gi)
       for (int r : w.groups[gi].ranks)
         group_simulated_[gi] += simulated_[static_cast<size_t>(r)] >= 0 ? 1 : 0;
+    set_up_interference();
   }
 
   ReplayResult run()
   {
+    record_collective_algorithms();
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { on_completion(a); });
     drain();
     sg4::Engine::get_instance()->run();
     if (remaining_ > 0)
       throw std::runtime_error(deadlock_message());
     result_.end_s = sg4::Engine::get_clock();
+    export_links_and_waits();
     return std::move(result_);
   }
 
 private:
   // --- bookkeeping of live SimGrid activities ----------------------------------------------
-  enum class Kind { Chain, PointToPoint, CollectiveStep, CollectiveDelay, CoalescedTransfer };
+  enum class Kind { Chain, PointToPoint, CollectiveStep, CollectiveDelay, CoalescedTransfer, CollectiveBase, HostCopy };
   struct Live {
     sg4::ActivityPtr activity;
     Kind kind;
     int a = 0, b = 0; // chain: chain; p2p: channel; collective step: instance, member; delay: instance
+    Transfer transfer{}; // what a transfer moves (src < 0 for other activities), for --links
   };
 
   void launch(sg4::ActivityPtr activity, Kind kind, int a, int b)
@@ -86,7 +104,9 @@ private:
       slot = free_slots_.back();
       free_slots_.pop_back();
     }
-    live_[slot] = Live{activity, kind, a, b};
+    live_[slot] = Live{activity, kind, a, b, pending_};
+    live_[slot].transfer.start = now();
+    pending_ = Transfer{};
     activity->set_data(reinterpret_cast<void*>(slot + 1));
     activity->start();
     ++result_.activities;
@@ -102,12 +122,16 @@ private:
     Live done = live_[slot - 1];
     finished_.push_back(std::move(live_[slot - 1].activity));
     free_slots_.push_back(slot - 1);
+    if (done.transfer.src >= 0)
+      carried(done.transfer.src, done.transfer.dst, done.transfer.bytes, done.transfer.start, now());
     switch (done.kind) {
     case Kind::Chain: chain_done(done.a); break;
     case Kind::PointToPoint: point_to_point_done(done.a); break;
     case Kind::CollectiveStep: collective_step_done(done.a, done.b); break;
     case Kind::CollectiveDelay: collective_delay_done(done.a); break;
     case Kind::CoalescedTransfer: coalesced_transfer_done(done.a); break;
+    case Kind::HostCopy: complete({done.a, static_cast<TaskId>(done.b)}); break;
+    case Kind::CollectiveBase: start_collective_steps(done.a); break;
     }
     drain();
   }
@@ -118,8 +142,10 @@ private:
 
   void begin(const TaskRef& t)
   {
-    if (timing(t).start < 0)
+    if (timing(t).start < 0) {
       timing(t).start = now();
+      collective_started(t);
+    }
   }
 
   void complete(const TaskRef& t)
@@ -132,6 +158,7 @@ private:
   {
     timing(t) = TaskTiming{start, end};
     --remaining_;
+    collective_ended(t);
     const auto& g = w_.ranks[t.rank_index].graph;
     for (auto [e, last] = boost::out_edges(t.task, g); e != last; ++e) {
       TaskId next = boost::target(*e, g);
@@ -162,6 +189,7 @@ private:
     case TaskKind::Send:
     case TaskKind::Recv: post_point_to_point(t); return;
     case TaskKind::Collective: post_collective(t); return;
+    case TaskKind::HostCopy: post_host_copy(t); return;
     }
   }
 
@@ -175,7 +203,7 @@ private:
   {
     const Task& task = task_of(t);
     if (task.kind == TaskKind::Compute)
-      return std::max(0.0, w_.works[static_cast<size_t>(task.work)].seconds);
+      return std::max(0.0, w_.works[static_cast<size_t>(task.work)].seconds) * compute_factor(t);
     if (task.kind == TaskKind::Collective && group_simulated_[static_cast<size_t>(task.group)] == 1 &&
         timing_.analytic(task.group, task.op))
       return timing_.seconds(task.group, task.op, task.bytes);
@@ -224,6 +252,17 @@ private:
     double total = 0;
     for (double s : chain.seconds)
       total += s;
+    if (options_.record_links) { // closed-form collectives inside the chain, at their planned times
+      double at = chain.start;
+      for (TaskId v = chain.first; v <= chain.last; at += chain.seconds[v - chain.first], ++v) {
+        const Task& task = g[v];
+        if (task.kind != TaskKind::Collective)
+          continue;
+        const auto& ranks = w_.groups[static_cast<size_t>(task.group)].ranks;
+        const int member  = static_cast<int>(std::find(ranks.begin(), ranks.end(), w_.ranks[t.rank_index].rank) - ranks.begin());
+        carried_by_collective(task.group, task.op, task.bytes, member, at, at + chain.seconds[v - chain.first]);
+      }
+    }
     int id = allocate_chain(std::move(chain));
     if (total <= 0) {
       chain_done(id);
@@ -231,6 +270,8 @@ private:
     }
     begin(t);
     sg4::Host* host = hosts_[static_cast<size_t>(w_.ranks[t.rank_index].rank)];
+    if (task_of(t).kind == TaskKind::Compute && compute_vm_[t.rank_index] != nullptr)
+      host = compute_vm_[t.rank_index];
     launch(sg4::Exec::init()->set_host(host)->set_flops_amount(total * kHostSpeed), Kind::Chain, id, 0);
   }
 
@@ -250,12 +291,65 @@ private:
   {
     Chain chain = std::move(chains_[static_cast<size_t>(id)]);
     free_chains_.push_back(id);
+    // Interference stretches a chain; its tasks share the stretch in proportion to their length.
+    double stretch = 1;
+    if (compute_vm_[chain.rank_index] != nullptr) {
+      double total = 0;
+      for (double s : chain.seconds)
+        total += s;
+      stretch = total > 0 ? (now() - chain.start) / total : 1.0;
+    }
     double t = chain.start;
     for (TaskId v = chain.first; v <= chain.last; ++v) {
-      const double end = v == chain.last ? now() : t + chain.seconds[v - chain.first];
+      const double end = v == chain.last ? now() : t + chain.seconds[v - chain.first] * stretch;
       finish({chain.rank_index, v}, t, end);
       t = end;
     }
+  }
+
+  // --- communication/compute interference ----------------------------------------------------
+  // NCCL's kernels take SMs and memory bandwidth from the compute kernels beside them. A rank
+  // whose device has an interference factor f runs its compute chains on a one-core virtual
+  // machine of its GPU host; while any of its collectives on a communication stream is in flight
+  // the machine is bounded at (1-f) of the host's speed, so compute then takes 1/(1-f) as long.
+  // The host's other cores keep running communication-stream work at full speed.
+  void set_up_interference()
+  {
+    compute_vm_.assign(w_.ranks.size(), nullptr);
+    collectives_in_flight_.assign(w_.ranks.size(), 0);
+    interfering_.resize(w_.ranks.size());
+    for (size_t i = 0; i < w_.ranks.size(); ++i) {
+      const double f = w_.ranks[i].comm_compute_interference;
+      if (!(f > 0))
+        continue;
+      if (f >= 1)
+        throw std::runtime_error(fmt::format("rank {}: a compute/communication interference of {} leaves compute no speed",
+                                             w_.ranks[i].rank, f));
+      sg4::Host* host = hosts_[static_cast<size_t>(w_.ranks[i].rank)];
+      compute_vm_[i]  = host->create_vm(host->get_name() + "-compute", 1);
+      compute_vm_[i]->start();
+      interfering_[i].assign(result_.ranks[i].tasks.size(), 0);
+    }
+  }
+
+  void collective_started(const TaskRef& t)
+  {
+    sg4::VirtualMachine* vm = compute_vm_[t.rank_index];
+    const Task& task        = task_of(t);
+    if (vm == nullptr || task.kind != TaskKind::Collective || !is_communication(task.stream))
+      return;
+    interfering_[t.rank_index][t.task] = 1;
+    if (collectives_in_flight_[t.rank_index]++ == 0)
+      vm->set_bound((1 - w_.ranks[t.rank_index].comm_compute_interference) * kHostSpeed);
+  }
+
+  void collective_ended(const TaskRef& t)
+  {
+    if (compute_vm_[t.rank_index] == nullptr || !interfering_[t.rank_index][t.task])
+      return;
+    interfering_[t.rank_index][t.task] = 0;
+    if (--collectives_in_flight_[t.rank_index] == 0)
+      compute_vm_[t.rank_index]->set_bound(kHostSpeed);
   }
 
   // --- point to point ----------------------------------------------------------------------
@@ -263,6 +357,7 @@ private:
     TaskRef send{-1, 0}, recv{-1, 0};
     int src = 0, dst = 0;
     double bytes = 0;
+    double posted_s = 0; // when the first side posted
   };
 
   static long long channel_key(int src, int dst, int tag)
@@ -281,7 +376,9 @@ private:
     auto [it, fresh]  = channel_ids_.try_emplace(key, 0);
     if (fresh) {
       it->second = static_cast<int>(channels_.size());
-      channels_.push_back(Channel{{-1, 0}, {-1, 0}, src, dst, task.bytes});
+      channels_.push_back(Channel{{-1, 0}, {-1, 0}, src, dst, task.bytes, now()});
+    } else if (send && c_has_recv(it->second)) {
+      waited(dst, src, -1, now() - channels_[static_cast<size_t>(it->second)].posted_s);
     }
     int id     = it->second;
     Channel& c = channels_[static_cast<size_t>(id)];
@@ -297,9 +394,15 @@ private:
     for (TaskRef side : {c.send, c.recv})
       if (side.rank_index >= 0)
         begin(side);
-    launch(sg4::Comm::sendto_init(hosts_[static_cast<size_t>(c.src)], hosts_[static_cast<size_t>(c.dst)])
-               ->set_payload_size(static_cast<uint64_t>(c.bytes)),
-           Kind::PointToPoint, id, 0);
+    if (options_.analytic_network) { // the transfer's closed form on its path, no sharing
+      pending_ = Transfer{c.src, c.dst, c.bytes, 0};
+      launch(sg4::Exec::init()
+                 ->set_host(hosts_[static_cast<size_t>(c.dst)])
+                 ->set_flops_amount(timing_.transfer_seconds(c.src, c.dst, c.bytes) * kHostSpeed),
+             Kind::PointToPoint, id, 0);
+      return;
+    }
+    launch(transfer(c.src, c.dst, c.bytes), Kind::PointToPoint, id, 0);
   }
 
   void point_to_point_done(int id)
@@ -310,18 +413,81 @@ private:
         complete(side);
   }
 
+  // --- host copies -------------------------------------------------------------------------
+  // One transfer between the rank's GPU and its node's CPU host ("nodeN-cpu", in the GPU's node
+  // zone), so that it shares the host link and the CPU side with the node's other host traffic.
+  void post_host_copy(const TaskRef& t)
+  {
+    const Task& task = task_of(t);
+    begin(t);
+    if (task.bytes <= 0) {
+      complete(t);
+      return;
+    }
+    sg4::Host* gpu    = hosts_[static_cast<size_t>(w_.ranks[t.rank_index].rank)];
+    const auto name   = std::string(gpu->get_englobing_zone()->get_name()) + "-cpu";
+    sg4::Host* cpu    = sg4::Host::by_name_or_null(name);
+    if (cpu == nullptr)
+      throw std::runtime_error(fmt::format("rank {} copies to host memory, but its node has no CPU host {}",
+                                           w_.ranks[t.rank_index].rank, name));
+    const bool to_host = task.stream == Stream::DeviceToHost;
+    launch(sg4::Comm::sendto_init(to_host ? gpu : cpu, to_host ? cpu : gpu)->set_payload_size(static_cast<uint64_t>(task.bytes)),
+           Kind::HostCopy, t.rank_index, static_cast<int>(t.task));
+  }
+
   // --- collectives -------------------------------------------------------------------------
+  // Which algorithm runs each collective type ("auto" and per-type choices pick per group and
+  // size), for the report: the names in order, joined by "+" when a type used several.
+  void record_collective_algorithms()
+  {
+    std::set<std::tuple<int, CollectiveOp, double>> seen;
+    std::map<std::string, std::set<std::string>> used;
+    for (const auto& program : w_.ranks)
+      for (auto v : boost::make_iterator_range(boost::vertices(program.graph))) {
+        const Task& t = program.graph[v];
+        if (t.kind != TaskKind::Collective || !seen.emplace(t.group, t.op, t.bytes).second)
+          continue;
+        const GroupShape& g = timing_.shape(t.group);
+        if (g.n > 1)
+          used[collective_name(t.op)].insert(concrete_algorithm(algorithm_, t.op, g, t.bytes).name);
+      }
+    for (const auto& [op, names] : used) {
+      std::string joined;
+      for (const auto& name : names)
+        joined += (joined.empty() ? "" : "+") + name;
+      result_.collective_algorithms[op] = joined;
+    }
+  }
+
+  // Each member runs the algorithm's lanes side by side; on a lane, step k starts when the
+  // member's sends of step k-1 have finished and the receives it lists up to step k-1 have
+  // arrived (messages between two members are matched in order, models/collective.hpp).
+  struct Inbox {
+    int from = 0, arrived = 0, consumed = 0;
+  };
+  struct Lane {
+    int step = 0;      // the step being sent, or the next to start
+    int in_flight = 0; // sends of `step` still moving
+    bool sending = false;
+    CollectiveStep current;     // the step being sent
+    std::vector<Inbox> inboxes; // per peer it receives from (few: ring 1, tree up to 4)
+  };
   struct Member {
     TaskRef task{-1, 0};
-    int sends_done = 0, recvs_done = 0;
-    bool sending = false, done = false;
+    std::vector<Lane> lanes;
+    int lanes_done = 0;
+    bool done = false;
+    double posted_s = 0; // when this member posted the collective
   };
   struct Instance {
     int group = 0;
     CollectiveOp op = CollectiveOp::AllReduce;
     double bytes = 0;
-    int steps = 0, posted = 0, simulated = 0, finished = 0;
-    double tail_s = 0; // latency still to wait after a coalesced transfer
+    const CollectiveAlgorithm* algorithm = nullptr; // the concrete one
+    const GroupShape* shape = nullptr;
+    int steps = 0, lanes = 1, posted = 0, simulated = 0, finished = 0;
+    int coalesced_left = 0; // transfers of a coalesced collective still moving
+    double tail_s = 0;      // latency still to wait after a coalesced transfer
     std::vector<Member> members; // by position in the group
   };
 
@@ -338,7 +504,10 @@ private:
       inst.group     = task.group;
       inst.op        = task.op;
       inst.bytes     = task.bytes;
-      inst.steps     = algorithm_.steps(task.op, static_cast<int>(g.ranks.size()));
+      inst.shape     = &timing_.shape(task.group);
+      inst.algorithm = &concrete_algorithm(algorithm_, task.op, *inst.shape, task.bytes);
+      inst.steps     = g.ranks.size() > 1 ? inst.algorithm->steps(task.op, *inst.shape, task.bytes) : 0;
+      inst.lanes     = lanes_of(*inst.algorithm, task.op, *inst.shape, task.bytes);
       inst.members.assign(g.ranks.size(), Member{});
       for (int r : g.ranks)
         inst.simulated += simulated_[static_cast<size_t>(r)] >= 0 ? 1 : 0;
@@ -347,66 +516,103 @@ private:
     Instance& inst = instances_[static_cast<size_t>(id)];
     const int me   = w_.ranks[t.rank_index].rank;
     for (size_t m = 0; m < g.ranks.size(); ++m)
-      if (g.ranks[m] == me)
-        inst.members[m].task = t;
+      if (g.ranks[m] == me) {
+        inst.members[m].task     = t;
+        inst.members[m].posted_s = now();
+        inst.members[m].lanes.assign(static_cast<size_t>(inst.lanes), Lane{});
+      }
     if (++inst.posted < inst.simulated)
       return; // a collective starts when every simulated member has posted it
     instance_ids_.erase(it);
+    for (size_t m = 0; m < inst.members.size(); ++m) // the last to post kept the others waiting
+      if (inst.members[m].task.rank_index >= 0 && g.ranks[m] != me)
+        waited(g.ranks[m], me, inst.group, now() - inst.members[m].posted_s);
     for (size_t m = 0; m < inst.members.size(); ++m)
       if (inst.members[m].task.rank_index >= 0)
         begin(inst.members[m].task);
+    if (inst.bytes <= 0 || inst.steps == 0) {
+      collective_delay_done(id);
+      return;
+    }
     if (timing_.analytic(inst.group, inst.op)) {
       double seconds = timing_.seconds(inst.group, inst.op, inst.bytes);
       if (seconds <= 0) {
         collective_delay_done(id);
         return;
       }
+      for (size_t m = 0; m < inst.members.size(); ++m)
+        if (inst.members[m].task.rank_index >= 0)
+          carried_by_collective(inst.group, inst.op, inst.bytes, static_cast<int>(m), now(), now() + seconds);
       launch(sg4::Exec::init()->set_host(hosts_[static_cast<size_t>(me)])->set_flops_amount(seconds * kHostSpeed),
              Kind::CollectiveDelay, id, 0);
       return;
     }
+    if (timing_.base_latency(inst.group) > 0 && inst.steps > 0) { // NCCL's launch cost, then the steps
+      launch(sg4::Exec::init()
+                 ->set_host(hosts_[static_cast<size_t>(me)])
+                 ->set_flops_amount(timing_.base_latency(inst.group) * kHostSpeed),
+             Kind::CollectiveBase, id, 0);
+      return;
+    }
+    start_collective_steps(id);
+  }
+
+  void start_collective_steps(int id)
+  {
+    Instance& inst = instances_[static_cast<size_t>(id)];
     if (inst.simulated == 1 && coalesce(id))
       return;
     for (size_t m = 0; m < inst.members.size(); ++m)
       if (inst.members[m].task.rank_index >= 0)
-        advance(id, static_cast<int>(m));
+        for (int lane = 0; lane < inst.lanes; ++lane)
+          advance(id, static_cast<int>(m), lane);
   }
 
-  // A lone simulated member whose steps all send to the same peer (a ring) moves its data as
-  // one transfer of all the steps' bytes, then waits the latencies of the other steps: the same
-  // bytes share the same links with the same other flows, in 2 activities instead of 2(n-1).
-  // (With no other member simulated, nothing waits for its individual steps.)
+  // A lone simulated member whose steps on each lane all send to one peer (a ring) moves each
+  // lane's data as one transfer of all its steps' bytes, then waits the latencies of the other
+  // steps: the same bytes share the same links with the same other flows, in lanes + 1
+  // activities instead of lanes · 2(n-1). (With no other member simulated, nothing waits for
+  // its individual steps.)
   bool coalesce(int id)
   {
     Instance& inst = instances_[static_cast<size_t>(id)];
-    const int n    = static_cast<int>(inst.members.size());
     int m          = 0;
     while (inst.members[static_cast<size_t>(m)].task.rank_index < 0)
       ++m;
-    int peer     = -1;
-    double bytes = 0;
-    for (int k = 0; k < inst.steps; ++k) {
-      CollectiveStep step = algorithm_.step(inst.op, n, m, k, inst.bytes);
-      if (step.send_to < 0 || (peer >= 0 && step.send_to != peer))
-        return false;
-      peer = step.send_to;
-      bytes += step.bytes;
-    }
-    if (peer < 0 || bytes <= 0)
-      return false;
     const Group& g = w_.groups[static_cast<size_t>(inst.group)];
-    const int src  = g.ranks[static_cast<size_t>(m)], dst = g.ranks[static_cast<size_t>(peer)];
-    inst.tail_s    = (inst.steps - 1) * timing_.latency(src, dst);
-    launch(sg4::Comm::sendto_init(hosts_[static_cast<size_t>(src)], hosts_[static_cast<size_t>(dst)])
-               ->set_payload_size(static_cast<uint64_t>(bytes)),
-           Kind::CoalescedTransfer, id, 0);
+    std::vector<std::pair<int, double>> lanes; // peer, bytes
+    for (int lane = 0; lane < inst.lanes; ++lane) {
+      int peer     = -1;
+      double bytes = 0;
+      for (int k = 0; k < inst.steps; ++k) {
+        CollectiveStep step = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, lane, m, k);
+        if (step.sends != 1 || (peer >= 0 && step.send_to[0] != peer))
+          return false;
+        peer = step.send_to[0];
+        bytes += step.bytes;
+      }
+      if (peer < 0 || bytes <= 0)
+        return false;
+      lanes.emplace_back(peer, bytes);
+    }
+    if (lanes.empty())
+      return false;
+    const int src = g.ranks[static_cast<size_t>(m)];
+    inst.tail_s   = 0;
+    for (const auto& [peer, bytes] : lanes)
+      inst.tail_s = std::max(inst.tail_s, (inst.steps - 1) * timing_.latency(src, g.ranks[static_cast<size_t>(peer)]));
+    inst.coalesced_left = static_cast<int>(lanes.size());
+    for (const auto& [peer, bytes] : lanes)
+      launch(transfer(src, g.ranks[static_cast<size_t>(peer)], bytes), Kind::CoalescedTransfer, id, 0);
     return true;
   }
 
   void coalesced_transfer_done(int id)
   {
     Instance& inst = instances_[static_cast<size_t>(id)];
-    int m          = 0;
+    if (--inst.coalesced_left > 0)
+      return;
+    int m = 0;
     while (inst.members[static_cast<size_t>(m)].task.rank_index < 0)
       ++m;
     const int me = w_.ranks[inst.members[static_cast<size_t>(m)].task.rank_index].rank;
@@ -435,25 +641,55 @@ private:
     return m >= 0 && inst.members[static_cast<size_t>(m)].task.rank_index >= 0;
   }
 
-  // Starts the member's next step if it may, or finishes the member.
-  void advance(int id, int m)
+  static Inbox& inbox(Lane& lane, int from)
+  {
+    for (auto& box : lane.inboxes)
+      if (box.from == from)
+        return box;
+    lane.inboxes.push_back(Inbox{from, 0, 0});
+    return lane.inboxes.back();
+  }
+
+  // True when every receive of the member's step k-1 from a simulated member has arrived; then
+  // takes them. (A member that is not simulated behaves like this one: it is not waited for.)
+  bool take_receives(Instance& inst, int m, Lane& lane, int lane_index, int k)
+  {
+    if (k == 0)
+      return true;
+    const CollectiveStep prev = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, lane_index, m, k - 1);
+    for (int r = 0; r < prev.recvs; ++r) {
+      const int from = prev.recv_from[static_cast<size_t>(r)];
+      if (!simulated_member(inst, from))
+        continue;
+      int same = 0;
+      for (int q = 0; q < r; ++q)
+        same += prev.recv_from[static_cast<size_t>(q)] == from ? 1 : 0;
+      const Inbox& box = inbox(lane, from);
+      if (box.arrived <= box.consumed + same)
+        return false;
+    }
+    for (int r = 0; r < prev.recvs; ++r)
+      if (simulated_member(inst, prev.recv_from[static_cast<size_t>(r)]))
+        ++inbox(lane, prev.recv_from[static_cast<size_t>(r)]).consumed;
+    return true;
+  }
+
+  // Starts the member's next step on a lane if it may, or finishes the lane (and the member).
+  void advance(int id, int m, int lane_index)
   {
     Instance& inst = instances_[static_cast<size_t>(id)];
     Member& me     = inst.members[static_cast<size_t>(m)];
-    if (me.sending || me.done)
+    Lane& lane     = me.lanes[static_cast<size_t>(lane_index)];
+    if (lane.sending || me.done || lane.step > inst.steps)
       return;
-    const int n = static_cast<int>(inst.members.size());
+    const Group& g = w_.groups[static_cast<size_t>(inst.group)];
     while (true) {
-      int k = me.sends_done;
-      // Data for step k comes from what arrived in step k-1 (ring dependency).
-      if (k > 0) {
-        CollectiveStep prev = algorithm_.step(inst.op, n, m, k - 1, inst.bytes);
-        if (simulated_member(inst, prev.recv_from) && me.recvs_done < k)
-          return;
-      }
+      const int k = lane.step;
+      if (!take_receives(inst, m, lane, lane_index, k))
+        return;
       if (k == inst.steps) {
-        CollectiveStep last = inst.steps > 0 ? algorithm_.step(inst.op, n, m, k - 1, inst.bytes) : CollectiveStep{};
-        if (inst.steps > 0 && simulated_member(inst, last.recv_from) && me.recvs_done < k)
+        lane.step = inst.steps + 1; // finished
+        if (++me.lanes_done < inst.lanes)
           return;
         me.done = true;
         complete(me.task);
@@ -461,17 +697,17 @@ private:
           free_instances_.push_back(id);
         return;
       }
-      CollectiveStep step = algorithm_.step(inst.op, n, m, k, inst.bytes);
-      if (step.send_to < 0 || step.bytes <= 0) {
-        step_sent(inst, m, step);
+      lane.current = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, lane_index, m, k);
+      if (lane.current.sends == 0 || lane.current.bytes <= 0) {
+        sent_to_all(id, m, lane_index);
         continue;
       }
-      me.sending = true;
-      const Group& g = w_.groups[static_cast<size_t>(inst.group)];
-      launch(sg4::Comm::sendto_init(hosts_[static_cast<size_t>(g.ranks[static_cast<size_t>(m)])],
-                                    hosts_[static_cast<size_t>(g.ranks[static_cast<size_t>(step.send_to)])])
-                 ->set_payload_size(static_cast<uint64_t>(step.bytes)),
-             Kind::CollectiveStep, id, m);
+      lane.sending   = true;
+      lane.in_flight = lane.current.sends;
+      for (int q = 0; q < lane.current.sends; ++q)
+        launch(transfer(g.ranks[static_cast<size_t>(m)],
+                        g.ranks[static_cast<size_t>(lane.current.send_to[static_cast<size_t>(q)])], lane.current.bytes),
+               Kind::CollectiveStep, id, (m * inst.lanes + lane_index) * CollectiveStep::kMaxPeers + q);
       return;
     }
   }
@@ -485,24 +721,141 @@ private:
     free_instances_.push_back(id);
   }
 
-  void step_sent(Instance& inst, int m, const CollectiveStep& step)
+  // The member's current step on a lane has delivered everything: count the arrivals (a step
+  // without bytes delivers at once) and move to the next step.
+  void sent_to_all(int id, int m, int lane_index)
   {
-    auto& me = inst.members[static_cast<size_t>(m)];
-    me.sending = false;
-    ++me.sends_done;
-    if (step.send_to >= 0)
-      ++inst.members[static_cast<size_t>(step.send_to)].recvs_done;
+    Instance& inst = instances_[static_cast<size_t>(id)];
+    Lane& lane     = inst.members[static_cast<size_t>(m)].lanes[static_cast<size_t>(lane_index)];
+    if (lane.current.bytes <= 0)
+      for (int q = 0; q < lane.current.sends; ++q)
+        arrived(id, m, lane.current.send_to[static_cast<size_t>(q)], lane_index);
+    lane.sending = false;
+    ++lane.step;
   }
 
-  void collective_step_done(int id, int m)
+  void arrived(int id, int from, int to, int lane_index)
   {
-    Instance& inst      = instances_[static_cast<size_t>(id)];
-    const int n         = static_cast<int>(inst.members.size());
-    CollectiveStep step = algorithm_.step(inst.op, n, m, inst.members[static_cast<size_t>(m)].sends_done, inst.bytes);
-    step_sent(inst, m, step);
-    if (simulated_member(inst, step.send_to))
-      advance(id, step.send_to);
-    advance(id, m);
+    Instance& inst = instances_[static_cast<size_t>(id)];
+    if (!simulated_member(inst, to))
+      return;
+    ++inbox(inst.members[static_cast<size_t>(to)].lanes[static_cast<size_t>(lane_index)], from).arrived;
+  }
+
+  void collective_step_done(int id, int code)
+  {
+    Instance& inst       = instances_[static_cast<size_t>(id)];
+    const int q          = code % CollectiveStep::kMaxPeers;
+    const int lane_index = code / CollectiveStep::kMaxPeers % inst.lanes;
+    const int m          = code / CollectiveStep::kMaxPeers / inst.lanes;
+    Lane& lane           = inst.members[static_cast<size_t>(m)].lanes[static_cast<size_t>(lane_index)];
+    const int to         = lane.current.send_to[static_cast<size_t>(q)];
+    arrived(id, m, to, lane_index);
+    if (--lane.in_flight == 0)
+      sent_to_all(id, m, lane_index);
+    if (simulated_member(inst, to) && to != m)
+      advance(id, to, lane_index);
+    advance(id, m, lane_index);
+  }
+
+  // --- stragglers, jitter, link traffic and waits -------------------------------------------
+  double compute_factor(const TaskRef& t) const
+  {
+    const int rank = w_.ranks[t.rank_index].rank;
+    double f       = 1.0;
+    if (static_cast<size_t>(rank) < options_.compute_slowdown.size())
+      f = options_.compute_slowdown[static_cast<size_t>(rank)];
+    if (options_.jitter_sigma > 0) {
+      // Box-Muller on two uniforms from a SplitMix64 stream keyed by (seed, rank, task): the same
+      // noise on every run and platform, independent of the order tasks happen to start in.
+      auto next = [](uint64_t& x) {
+        uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+        z          = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z          = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        return z ^ (z >> 31);
+      };
+      uint64_t state   = (uint64_t(options_.jitter_seed) << 40) ^ (uint64_t(rank) << 24) ^ uint64_t(t.task) * 0x100000001B3ULL;
+      const double u1  = (double(next(state) >> 11) + 0.5) / 9007199254740992.0;
+      const double u2  = (double(next(state) >> 11) + 0.5) / 9007199254740992.0;
+      const double z   = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+      const double sig = options_.jitter_sigma;
+      f *= std::exp(sig * z - 0.5 * sig * sig);
+    }
+    return f;
+  }
+
+  // A transfer between two ranks' GPUs, remembered for the link accounting of launch().
+  sg4::ActivityPtr transfer(int src_rank, int dst_rank, double bytes)
+  {
+    pending_ = Transfer{src_rank, dst_rank, bytes, 0};
+    return sg4::Comm::sendto_init(hosts_[static_cast<size_t>(src_rank)], hosts_[static_cast<size_t>(dst_rank)])
+        ->set_payload_size(static_cast<uint64_t>(bytes));
+  }
+
+  void carried(int src_rank, int dst_rank, double bytes, double start, double end)
+  {
+    if (!options_.record_links || bytes <= 0)
+      return;
+    for (const auto* link : timing_.links(src_rank, dst_rank)) {
+      auto& usage = link_usage_[link];
+      usage.bytes += bytes;
+      if (end > start)
+        usage.intervals.emplace_back(start, end);
+    }
+  }
+
+  // What member `member` of a closed-form collective sends, spread over [start, end].
+  void carried_by_collective(int group, CollectiveOp op, double bytes, int member, double start, double end)
+  {
+    if (!options_.record_links)
+      return;
+    const auto& ranks = w_.groups[static_cast<size_t>(group)].ranks;
+    const int n       = static_cast<int>(ranks.size());
+    if (member < 0 || member >= n)
+      return;
+    const GroupShape& g = timing_.shape(group);
+    const auto& a       = concrete_algorithm(algorithm_, op, g, bytes);
+    for (int lane = 0, lanes = lanes_of(a, op, g, bytes); lane < lanes; ++lane)
+      for (int k = 0, steps = n > 1 ? a.steps(op, g, bytes) : 0; k < steps; ++k) {
+        const CollectiveStep step = a.step(op, g, bytes, lane, member, k);
+        for (int q = 0; q < step.sends && step.bytes > 0; ++q)
+          carried(ranks[static_cast<size_t>(member)], ranks[static_cast<size_t>(step.send_to[static_cast<size_t>(q)])],
+                  step.bytes, start, end);
+      }
+  }
+
+  void waited(int rank, int peer, int group, double seconds)
+  {
+    if (seconds > 0)
+      waits_[{rank, peer, group}] += seconds;
+  }
+
+  bool c_has_recv(int channel) const { return channels_[static_cast<size_t>(channel)].recv.rank_index >= 0; }
+
+  void export_links_and_waits()
+  {
+    for (auto& [link, usage] : link_usage_) {
+      std::sort(usage.intervals.begin(), usage.intervals.end());
+      double busy = 0, open = -1, close = -1;
+      for (const auto& [a, b] : usage.intervals) {
+        if (a > close) {
+          busy += close - open;
+          open = a;
+          close = b;
+        } else {
+          close = std::max(close, b);
+        }
+      }
+      busy += close - open;
+      result_.links.push_back(LinkTraffic{link->get_name(), usage.bytes, busy});
+    }
+    std::sort(result_.links.begin(), result_.links.end(), [](const LinkTraffic& a, const LinkTraffic& b) {
+      return std::tie(b.busy_s, b.bytes, a.name) < std::tie(a.busy_s, a.bytes, b.name);
+    });
+    for (const auto& [key, seconds] : waits_)
+      result_.waits.push_back(RankWait{std::get<0>(key), std::get<1>(key), std::get<2>(key), seconds});
+    std::stable_sort(result_.waits.begin(), result_.waits.end(),
+                     [](const RankWait& a, const RankWait& b) { return a.seconds > b.seconds; });
   }
 
   std::string deadlock_message() const
@@ -527,9 +880,20 @@ private:
   const Workload& w_;
   const std::vector<sg4::Host*>& hosts_;
   const CollectiveAlgorithm& algorithm_;
+  const ReplayOptions& options_;
   CollectiveTiming timing_;
+  Transfer pending_; // the transfer the next launch() starts
+  struct LinkUsage {
+    double bytes = 0;
+    std::vector<std::pair<double, double>> intervals;
+  };
+  std::map<const sg4::Link*, LinkUsage> link_usage_; // output sorted by name and figures, not by pointer
+  std::map<std::tuple<int, int, int>, double> waits_;  // (rank, peer, group) -> seconds
   std::vector<int> simulated_;       // global rank -> index into w_.ranks, or -1
   std::vector<int> group_simulated_; // simulated members of each group
+  std::vector<sg4::VirtualMachine*> compute_vm_; // per simulated rank; null without interference
+  std::vector<int> collectives_in_flight_;       // on communication streams, per simulated rank
+  std::vector<std::vector<char>> interfering_;   // per task: counted in collectives_in_flight_
   ReplayResult result_;
   std::vector<std::vector<int>> indegree_;
   std::vector<std::vector<char>> claimed_;
@@ -554,11 +918,11 @@ private:
 } // namespace
 
 ReplayResult replay(const Workload& workload, const std::vector<sg4::Host*>& gpu_of_rank,
-                    const CollectiveAlgorithm& algorithm)
+                    const CollectiveAlgorithm& algorithm, const ReplayOptions& options)
 {
   if (gpu_of_rank.size() < static_cast<size_t>(workload.world_size))
     throw std::runtime_error(fmt::format("the platform has {} GPUs for {} ranks", gpu_of_rank.size(), workload.world_size));
-  return Replay(workload, gpu_of_rank, algorithm).run();
+  return Replay(workload, gpu_of_rank, algorithm, options).run();
 }
 
 } // namespace stepsim

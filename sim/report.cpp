@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace stepsim {
@@ -58,9 +59,26 @@ nlohmann::json to_json(const Report& r)
                            {"bubble_s", tidy(s.bubble_s)},
                            {"bubble_fraction", tidy(s.bubble_fraction)},
                            {"textbook_bubble_fraction", tidy(s.textbook_bubble_fraction)},
-                           {"memory_bytes", tidy(s.memory_bytes)}});
+                           {"memory_bytes", tidy(s.memory_bytes)},
+                           {"device", s.device},
+                           {"layers", s.layers}});
   j["simulated_ranks"] = r.simulated_ranks;
   j["activities"]      = r.activities;
+  j["network_fidelity"] = r.network_fidelity;
+  if (!r.collective_algorithms.empty())
+    j["collective_algorithms"] = r.collective_algorithms;
+  // Present only when there is something to say, so that reports of plain runs keep their keys.
+  if (!r.links.empty()) {
+    j["links"] = nlohmann::json::array();
+    for (const auto& l : r.links)
+      j["links"].push_back({{"name", l.name}, {"bytes", tidy(l.bytes)}, {"busy_s", tidy(l.busy_s)},
+                            {"busy_fraction", tidy(l.busy_fraction)}});
+  }
+  if (!r.waits.empty()) {
+    j["waits"] = nlohmann::json::array();
+    for (const auto& w : r.waits)
+      j["waits"].push_back({{"rank", w.rank}, {"peer", w.peer}, {"group", w.group}, {"seconds", tidy(w.seconds)}});
+  }
   return j;
 }
 
@@ -107,18 +125,28 @@ Report report_from_json(const nlohmann::json& j)
     st.bubble_fraction          = s.at("bubble_fraction").get<double>();
     st.textbook_bubble_fraction = s.at("textbook_bubble_fraction").get<double>();
     st.memory_bytes             = s.at("memory_bytes").get<double>();
+    st.device                   = s.value("device", std::string());
+    st.layers                   = s.value("layers", 0);
     r.stages.push_back(st);
   }
   r.simulated_ranks = j.at("simulated_ranks").get<long long>();
   r.activities      = j.at("activities").get<long long>();
+  r.network_fidelity = j.value("network_fidelity", std::string("flow"));
+  r.collective_algorithms = j.value("collective_algorithms", std::map<std::string, std::string>{});
+  for (const auto& l : j.value("links", nlohmann::json::array()))
+    r.links.push_back(LinkReport{l.at("name").get<std::string>(), l.at("bytes").get<double>(),
+                                 l.at("busy_s").get<double>(), l.at("busy_fraction").get<double>()});
+  for (const auto& w : j.value("waits", nlohmann::json::array()))
+    r.waits.push_back(WaitReport{w.at("rank").get<int>(), w.at("peer").get<int>(), w.at("group").get<std::string>(),
+                                 w.at("seconds").get<double>()});
   return r;
 }
 
 std::string to_table(const Report& r)
 {
   std::string out;
-  out += fmt::format("{}: {} GPUs ({}), schedule {}, {} micro-batches per replica, {} fidelity\n\n", r.name, r.gpus,
-                     r.device, r.schedule, r.micro_batches, r.fidelity);
+  out += fmt::format("{}: {} GPUs ({}), schedule {}, {} micro-batches per replica, {} fidelity, {} network\n\n", r.name,
+                     r.gpus, r.device, r.schedule, r.micro_batches, r.fidelity, r.network_fidelity);
   out += fmt::format("  {:<24}{:>14.4f} s\n", "step time", r.step_time_s);
   out += fmt::format("  {:<24}{:>14.0f}\n", "tokens/s", r.tokens_per_s);
   out += fmt::format("  {:<24}{:>14.2f}\n", "samples/s", r.samples_per_s);
@@ -129,6 +157,12 @@ std::string to_table(const Report& r)
   out += fmt::format("  {:<24}{:>14.4f} s\n", "communication", r.comm_s);
   out += fmt::format("  {:<24}{:>14.4f} s\n", "exposed communication", r.exposed_comm_s);
   out += fmt::format("  {:<24}{:>13.1f}%\n", "overlap", 100 * r.overlap);
+  std::string algorithms;
+  for (const auto& [op, name] : r.collective_algorithms)
+    if (!name.empty())
+      algorithms += fmt::format("{}{} {}", algorithms.empty() ? "" : ", ", op, name);
+  if (!algorithms.empty())
+    out += fmt::format("  {:<24}{}\n", "collective algorithms", algorithms);
   if (r.energy_j_per_step > 0)
     out += fmt::format("  {:<24}{:>14.3f} MJ{}\n", "energy per step", r.energy_j_per_step / 1e6,
                        r.energy_j_per_token > 0 ? fmt::format(" ({:.3f} J per token)", r.energy_j_per_token) : "");
@@ -137,12 +171,29 @@ std::string to_table(const Report& r)
   out += fmt::format("  {:<24}weights {}, gradients {}, optimizer {}, activations {}, buffers {}\n", "",
                      human_bytes(r.memory.weights), human_bytes(r.memory.gradients), human_bytes(r.memory.optimizer),
                      human_bytes(r.memory.activations), human_bytes(r.memory.buffers));
-  out += fmt::format("\n  {:>5} {:>11} {:>11} {:>11} {:>9} {:>9} {:>10}\n", "stage", "compute s", "comm s",
-                     "exposed s", "bubble", "textbook", "memory");
+  // Mixed GPU types get a column saying which stage runs where.
+  bool mixed = false;
   for (const auto& s : r.stages)
-    out += fmt::format("  {:>5} {:>11.4f} {:>11.4f} {:>11.4f} {:>8.1f}% {:>8.1f}% {:>10}\n", s.stage, s.compute_s,
-                       s.comm_s, s.exposed_comm_s, 100 * s.bubble_fraction, 100 * s.textbook_bubble_fraction,
-                       human_bytes(s.memory_bytes));
+    mixed = mixed || s.device != r.stages.front().device;
+  out += fmt::format("\n  {:>5} {:>6} {:>11} {:>11} {:>11} {:>9} {:>9} {:>10}{}\n", "stage", "layers", "compute s",
+                     "comm s", "exposed s", "bubble", "textbook", "memory", mixed ? "  device" : "");
+  for (const auto& s : r.stages)
+    out += fmt::format("  {:>5} {:>6} {:>11.4f} {:>11.4f} {:>11.4f} {:>8.1f}% {:>8.1f}% {:>10}{}\n", s.stage, s.layers,
+                       s.compute_s, s.comm_s, s.exposed_comm_s, 100 * s.bubble_fraction,
+                       100 * s.textbook_bubble_fraction, human_bytes(s.memory_bytes), mixed ? "  " + s.device : "");
+  if (!r.waits.empty()) {
+    out += fmt::format("\n  who waited for whom (the {} longest)\n  {:>6} {:>8}  {:<16} {:>12}\n",
+                       std::min<size_t>(r.waits.size(), 10), "rank", "on rank", "group", "waited s");
+    for (size_t i = 0; i < r.waits.size() && i < 10; ++i)
+      out += fmt::format("  {:>6} {:>8}  {:<16} {:>12.6f}\n", r.waits[i].rank, r.waits[i].peer,
+                         r.waits[i].group.empty() ? "(send/recv)" : r.waits[i].group, r.waits[i].seconds);
+  }
+  if (!r.links.empty()) {
+    out += fmt::format("\n  busiest links\n  {:<34} {:>14} {:>12} {:>7}\n", "link", "GB carried", "busy s", "busy");
+    for (const auto& l : r.links)
+      out += fmt::format("  {:<34} {:>14.3f} {:>12.6f} {:>6.1f}%\n", l.name, l.bytes / 1e9, l.busy_s,
+                         100 * l.busy_fraction);
+  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,26 @@ struct StageReport {
   double bubble_fraction = 0;
   double textbook_bubble_fraction = 0;
   double memory_bytes = 0;
+  std::string device;      // the GPU type the stage runs on (node groups may differ)
+  int layers = 0;          // transformer layers on the stage, over its chunks (0 for a CNN)
+};
+
+// Traffic of one SimGrid link over the step (`stepsim run --links`): the bytes the simulated
+// transfers put on it and the time it carried at least one of them.
+struct LinkReport {
+  std::string name;
+  double bytes  = 0;
+  double busy_s = 0;
+  double busy_fraction = 0; // of the step time
+};
+
+// Time a simulated rank spent waiting for a peer: a receive posted before the matching send, or a
+// collective posted before its last member (the peer) posted it.
+struct WaitReport {
+  int rank = 0;
+  int peer = 0;
+  std::string group; // the communicator's name for a collective, "" for point to point
+  double seconds = 0;
 };
 
 struct MemoryBreakdown {
@@ -56,6 +77,12 @@ struct Report {
   std::vector<StageReport> stages;
   long long simulated_ranks = 0;
   long long activities = 0;
+  std::string network_fidelity = "flow"; // flow | analytic
+  // Collective type -> the algorithm that ran it ("ring", "tree+ring" when "auto" picked by size;
+  // "" when the step has none of that type). Every type is listed, so sweep CSVs keep their columns.
+  std::map<std::string, std::string> collective_algorithms;
+  std::vector<LinkReport> links;  // busiest first; filled when asked (simulate's link_count)
+  std::vector<WaitReport> waits;  // largest first; only where several members of a group are simulated
 };
 
 nlohmann::json to_json(const Report& r);

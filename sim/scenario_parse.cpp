@@ -3,6 +3,7 @@
 // the device catalogue or a schedule registry are done by the driver with the same wording.
 #include "sim/hf_config.hpp"
 #include "sim/json_reader.hpp"
+#include "sim/network_parse.hpp"
 #include "sim/scenario.hpp"
 
 #include <fmt/format.h>
@@ -39,6 +40,23 @@ constexpr double kMaxLayerPasses = 4e6;
 // The replay engine numbers the messages across one stage boundary (micro-batch × virtual stage,
 // forward and backward) in 20 bits.
 constexpr double kMaxPipelineMessages = 1LL << 19;
+
+// Rated per-direction bandwidth of a node type's GPU links when the scenario gives none. A chiplet
+// mesh is no product with a datasheet: its link bandwidth must be given.
+std::optional<double> default_intra_node_bandwidth(const std::string& type)
+{
+  if (type == "nvswitch")
+    return 300e9; // NVLink3, 12 links x 25 GB/s per A100 (A100 datasheet)
+  if (type == "dgx2")
+    return 150e9; // NVLink2, 6 links x 25 GB/s per V100 into the NVSwitches (DGX-2 datasheet)
+  if (type == "dgx1_cube_mesh")
+    return 25e9; // one NVLink2 link per direction (DGX-1 with Tesla V100 system architecture whitepaper)
+  if (type == "nvl72")
+    return 900e9; // NVLink5, 18 links x 50 GB/s per Blackwell GPU (GB200 NVL72 datasheet)
+  if (type == "chiplet_mesh")
+    return std::nullopt;
+  return 32e9; // PCIe Gen4 x16: 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s per direction
+}
 
 // The CNNs stepsim builds in (workloads/cnn.cpp) are named, not described layer by layer.
 const std::vector<std::string> kArchitectures = {"transformer", "resnet50", "resnet101", "vgg16"};
@@ -94,6 +112,10 @@ void read_model(JsonReader r, ModelSpec& m, const std::string& base_dir)
   m.tied_embeddings = r.boolean("tied_embeddings", m.tied_embeddings);
   m.num_experts     = static_cast<int>(r.integer("num_experts", m.num_experts, 0, kMaxExperts));
   m.moe_top_k       = static_cast<int>(r.integer("moe_top_k", m.moe_top_k, 1, kMaxExperts));
+  m.moe_capacity_factor = r.number("moe_capacity_factor", 1.0, 0, true);
+  m.moe_ffn_hidden_size =
+      static_cast<int>(r.integer("moe_ffn_hidden_size", m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : m.ffn_hidden_size,
+                                 1, 4 * kMaxWidth));
   r.reject_unknown_keys();
   if (imported && !import_failed) { // values the import read did not pass through the bounds above
     const std::pair<const char*, std::pair<long long, long long>> fields[] = {
@@ -119,6 +141,11 @@ void read_model(JsonReader r, ModelSpec& m, const std::string& base_dir)
                                                                  m.num_attention_heads, m.num_query_groups));
   if (m.num_experts > 0 && m.moe_top_k > m.num_experts)
     r.problems().add(r.path_of("moe_top_k"), fmt::format("{} is more than num_experts {}", m.moe_top_k, m.num_experts));
+  else if (m.num_experts > 0 && m.moe_capacity_factor * m.moe_top_k > m.num_experts)
+    r.problems().add(r.path_of("moe_capacity_factor"),
+                     fmt::format("{} × moe_top_k {} is more than num_experts {}: an expert would take more than every "
+                                 "token",
+                                 m.moe_capacity_factor, m.moe_top_k, m.num_experts));
 }
 
 void read_training(JsonReader r, TrainingSpec& t)
@@ -142,10 +169,30 @@ void read_parallelism(JsonReader r, ParallelSpec& p)
   p.virtual_stages      = static_cast<int>(r.integer("virtual_stages", 1, 1, kMaxLayers));
   p.schedule            = r.text("schedule", std::string("1f1b"));
   p.sequence_parallel   = r.boolean("sequence_parallel", false);
-  p.zero_stage          = static_cast<int>(r.integer("zero_stage", 0, 0));
+  p.zero_stage          = static_cast<int>(r.integer("zero_stage", r.has("fsdp") ? 3 : 0, 0));
+  if (r.has("fsdp")) { // FSDP is ZeRO-3 with its own switches (README, "Sharded data parallel")
+    JsonReader fsdp         = r.object("fsdp");
+    p.reshard_after_forward = fsdp.boolean("reshard_after_forward", true);
+    p.host_cache            = fsdp.boolean("host_cache", false);
+    fsdp.reject_unknown_keys();
+    if (p.zero_stage != 3)
+      r.problems().add(r.path_of("fsdp"), fmt::format("FSDP shards parameters: needs zero_stage 3, got {}", p.zero_stage));
+    if (p.host_cache && !p.reshard_after_forward)
+      r.problems().add(fsdp.path_of("host_cache"), "caches parameters to re-gather them for backward: needs "
+                                                   "reshard_after_forward true (without resharding nothing is re-gathered)");
+  }
+  p.offload_optimizer = r.boolean("offload_optimizer", false);
+  if (p.offload_optimizer && p.zero_stage < 1)
+    r.problems().add(r.path_of("offload_optimizer"),
+                     "ZeRO-Offload steps each rank's optimizer shard on the CPU: needs zero_stage 1, 2 or 3, got 0");
   p.bucket_bytes        = r.bytes("bucket_size", 100e6);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
-  if (const auto* layers = r.raw("stage_layers")) {
+  if (const auto* layers = r.raw("stage_layers"); layers != nullptr && layers->is_string()) {
+    p.stage_layers_auto = layers->get<std::string>() == "auto";
+    if (!p.stage_layers_auto)
+      r.problems().add(r.path_of("stage_layers"),
+                       fmt::format("expected \"auto\" or an array of layer counts, got \"{}\"", layers->get<std::string>()));
+  } else if (layers != nullptr) {
     bool ok = layers->is_array() && !layers->empty();
     for (const auto& n : ok ? *layers : nlohmann::json::array())
       ok = ok && n.is_number_integer() && n.get<long long>() >= 1 && n.get<long long>() <= 1000000;
@@ -171,11 +218,30 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     spec.gpu           = g.text("gpu");
     spec.gpus_per_node = static_cast<int>(g.integer("gpus_per_node", 8, 1, kMaxGpusPerNode));
     auto intra         = g.object("intra_node");
-    spec.intra_node.type          = intra.text("type", std::string("nvswitch"), {"nvswitch", "pcie"});
-    double default_intra_bw       = spec.intra_node.type == "nvswitch" ? 300e9 : 32e9;
-    spec.intra_node.bandwidth_Bps = intra.bandwidth("bandwidth", default_intra_bw);
+    // The type names a node builder (topologies/node_*.cpp); the driver checks the name and the
+    // GPU count it needs, so that an unknown type is reported with the closest one.
+    spec.intra_node.type          = intra.text("type", std::string("nvswitch"));
+    spec.intra_node.bandwidth_Bps = intra.bandwidth("bandwidth", default_intra_node_bandwidth(spec.intra_node.type));
     spec.intra_node.latency_s     = intra.time("latency", 1e-6);
+    spec.intra_node.gpus_per_switch =
+        static_cast<int>(intra.integer("gpus_per_switch", 2, 1, kMaxGpusPerNode));
+    if (const auto* mesh = intra.raw("mesh")) {
+      const bool ok = mesh->is_array() && mesh->size() == 2 &&
+                      std::all_of(mesh->begin(), mesh->end(), [](const nlohmann::json& v) {
+                        return v.is_number_integer() && v.get<long long>() >= 1 && v.get<long long>() <= kMaxGpusPerNode;
+                      });
+      if (ok)
+        spec.intra_node.mesh = {mesh->at(0).get<int>(), mesh->at(1).get<int>()};
+      else
+        r.problems().add(intra.path_of("mesh"), fmt::format("expected [rows, columns] of chiplets, two integers "
+                                                             "from 1 to {}, got {}", kMaxGpusPerNode, mesh->dump()));
+    }
     intra.reject_unknown_keys();
+    auto host                         = g.object("host");
+    spec.host.link_bandwidth_Bps      = host.has("link_bandwidth") ? host.bandwidth("link_bandwidth") : 0.0;
+    spec.host.link_latency_s          = host.time("link_latency", 1e-6);
+    spec.host.memory_bandwidth_Bps    = host.bandwidth("memory_bandwidth", 204.8e9);
+    host.reject_unknown_keys();
     auto nic                  = g.object("nic");
     spec.nic.count            = static_cast<int>(nic.integer("count", 8, 1, kMaxGpusPerNode));
     spec.nic.bandwidth_Bps    = nic.bandwidth("bandwidth", 25e9);
@@ -187,20 +253,90 @@ void read_platform(JsonReader r, PlatformSpec& platform)
                                                           spec.nic.count, spec.gpus_per_node));
     platform.node_groups.push_back(spec);
   }
-  auto net                         = r.object("network");
-  platform.network.topology        = net.text("topology", std::string("fat_tree"));
-  platform.network.oversubscription = net.number("oversubscription", 1.0, 1.0);
-  platform.network.leaf_radix      = static_cast<int>(net.integer("leaf_radix", 32, 1, kMaxGpus));
-  net.reject_unknown_keys();
+  read_network(r.object("network"), platform.network, platform.node_groups);
+  // A preset (configs/platforms/) was expanded into the fields above by expand_platform_preset.
+  platform.preset = r.text("preset", std::string());
+  if (const auto* placement = r.raw("placement")) {
+    JsonReader pr = r.object("placement");
+    if (const auto* stages = pr.raw("stages")) {
+      bool ok = stages->is_array() && !stages->empty();
+      for (const auto& g : ok ? *stages : nlohmann::json::array())
+        ok = ok && g.is_number_integer() && g.get<long long>() >= 0 &&
+             g.get<long long>() < static_cast<long long>(platform.node_groups.size());
+      if (ok)
+        platform.stage_groups = stages->get<std::vector<int>>();
+      else
+        pr.problems().add(pr.path_of("stages"),
+                          "expected an array with one index into platform.node_groups per pipeline stage");
+    }
+    pr.reject_unknown_keys();
+    (void)placement;
+  }
   r.reject_unknown_keys();
 }
 
 void read_simulation(JsonReader r, SimulationSpec& s)
 {
   s.fidelity             = r.text("fidelity", std::string("reduced"), {"reduced", "full"});
-  s.collective_algorithm = r.text("collective_algorithm", std::string("ring"));
+  // A name for every collective type, or an object of names per type ({"all_reduce": "tree",
+  // "default": "ring"}); the names are checked against the registry by validate(). "ring" by
+  // default: "auto" keeps `stepsim accuracy` at 3.3 %, but the link calibration against nccl-tests
+  // (configs/calibration/nccl_tests.json) was fitted on the ring.
+  if (const auto* algorithms = r.raw("collective_algorithm"); algorithms != nullptr && algorithms->is_object()) {
+    for (const auto& [type, name] : algorithms->items()) {
+      if (!name.is_string()) {
+        r.problems().add(r.path_of("collective_algorithm") + "." + type,
+                         fmt::format("expected an algorithm name (a string), got {}", name.dump()));
+        continue;
+      }
+      if (type == "default")
+        s.collective_algorithm = name.get<std::string>();
+      else
+        s.collective_algorithm_per_op[type] = name.get<std::string>();
+    }
+  } else if (algorithms != nullptr && !algorithms->is_string()) {
+    r.problems().add(r.path_of("collective_algorithm"),
+                     fmt::format("expected an algorithm name or an object of names per collective type "
+                                 "({{\"all_reduce\": \"tree\"}}), got {}", algorithms->dump()));
+  } else {
+    s.collective_algorithm = r.text("collective_algorithm", std::string("ring"));
+  }
+  s.nccl_channels = static_cast<int>(r.integer("nccl_channels", 0, 0, 64));
   s.compute_model        = r.text("compute_model", std::string("kernel"));
   s.allow_oom            = r.boolean("allow_oom", false);
+  s.network_fidelity     = r.text("network_fidelity", std::string("flow"), {"flow", "analytic"});
+  for (auto& e : r.array_of_objects("stragglers")) {
+    SimulationSpec::Straggler st;
+    const bool rank = e.has("rank"), link = e.has("link");
+    if (rank == link)
+      e.problems().add(e.path(), "expected either \"rank\" (a GPU whose compute is slower) or \"link\" (a link name or kind)");
+    if (rank)
+      st.rank = static_cast<int>(e.integer("rank", std::nullopt, 0));
+    if (link) {
+      st.link = e.text("link");
+      if (st.link.empty())
+        e.problems().add(e.path_of("link"), "expected a link name or kind such as \"nic\", got an empty string");
+    }
+    st.slowdown = e.number("slowdown", std::nullopt, 1.0);
+    if (st.slowdown > 1e6)
+      e.problems().add(e.path_of("slowdown"), fmt::format("expected a factor from 1 to 1e6, got {}", st.slowdown));
+    e.reject_unknown_keys();
+    s.stragglers.push_back(st);
+  }
+  JsonReader jitter = r.object("jitter");
+  s.jitter_sigma    = jitter.number("sigma", 0.0);
+  if (s.jitter_sigma > 1)
+    jitter.problems().add(jitter.path_of("sigma"), fmt::format("expected a relative spread from 0 to 1, got {}", s.jitter_sigma));
+  s.jitter_seed = static_cast<unsigned>(jitter.integer("seed", 1, 0, std::numeric_limits<int>::max()));
+  jitter.reject_unknown_keys();
+  // In reduced fidelity one rank stands for its tensor- and data-parallel peers; a slow rank or
+  // per-kernel noise makes the peers differ, so every rank is simulated (the report says "full").
+  bool rank_straggler = false;
+  for (const auto& st : s.stragglers)
+    rank_straggler = rank_straggler || st.rank >= 0;
+  if (rank_straggler || s.jitter_sigma > 0)
+    s.fidelity = "full";
+  s.comm_compute_interference = r.boolean("comm_compute_interference", true);
   r.reject_unknown_keys();
 }
 
@@ -274,10 +410,36 @@ void check_shapes(const Scenario& s, Problems& problems)
     else if (m.num_layers > 0 && sum != m.num_layers)
       problems.add("parallelism.stage_layers",
                    fmt::format("the entries add up to {} layers, but model.num_layers is {}", sum, m.num_layers));
+  } else if (p.stage_layers_auto) {
+    if (m.architecture != "transformer")
+      problems.add("parallelism.stage_layers", fmt::format("\"auto\" balances transformer layers; model {} is a {}: "
+                                                           "give the layer counts",
+                                                           m.name.empty() ? "architecture" : m.name, m.architecture));
+    else if (m.num_layers > 0 && m.num_layers < 1LL * p.pipeline * p.virtual_stages)
+      problems.add("parallelism.stage_layers",
+                   fmt::format("\"auto\" needs at least one layer per virtual stage: model.num_layers {} < pipeline {} × "
+                               "virtual_stages {}",
+                               m.num_layers, p.pipeline, p.virtual_stages));
   } else if (m.num_layers > 0 && m.num_layers % (1LL * p.pipeline * p.virtual_stages) != 0)
     problems.add("parallelism.pipeline",
                  fmt::format("model.num_layers {} is not divisible by pipeline {} × virtual_stages {}", m.num_layers,
                              p.pipeline, p.virtual_stages));
+  const auto& placement = s.platform.stage_groups;
+  if (!placement.empty()) {
+    if (placement.size() != static_cast<size_t>(p.pipeline))
+      problems.add("platform.placement.stages",
+                   fmt::format("expected {} entries (one per pipeline stage), got {}", p.pipeline, placement.size()));
+    else if (gpus == degrees)
+      for (size_t g = 0; g < s.platform.node_groups.size(); ++g) {
+        const auto& group   = s.platform.node_groups[g];
+        const long long has = 1LL * group.count * group.gpus_per_node;
+        const long long wants =
+            std::count(placement.begin(), placement.end(), static_cast<int>(g)) * (degrees / p.pipeline);
+        if (has != wants)
+          problems.add("platform.placement.stages",
+                       fmt::format("the stages placed on node group {} need {} GPUs, but it has {}", g, wants, has));
+      }
+  }
   if (m.ffn_hidden_size > 0 && m.ffn_hidden_size % p.tensor != 0)
     problems.add("parallelism.tensor", fmt::format("model.ffn_hidden_size {} is not divisible by tensor {}",
                                                    m.ffn_hidden_size, p.tensor));
@@ -296,6 +458,22 @@ void check_shapes(const Scenario& s, Problems& problems)
                  fmt::format("model.num_experts {} is not divisible by expert {}", m.num_experts, p.expert));
   if (m.num_experts == 0 && p.expert > 1)
     problems.add("parallelism.expert", fmt::format("{} needs a mixture-of-experts model (model.num_experts)", p.expert));
+  // Megatron carves the expert-parallel groups out of the data × context ranks ("tp-cp-ep-dp-pp").
+  if (p.expert > 1 && (1LL * p.data * p.context) % p.expert != 0)
+    problems.add("parallelism.expert", fmt::format("{} does not divide data {} × context {} = {}: expert-parallel "
+                                                   "groups are carved out of the data × context ranks",
+                                                   p.expert, p.data, p.context, 1LL * p.data * p.context));
+  if (m.num_experts > 0 && p.tensor > 1 && !p.sequence_parallel)
+    problems.add("parallelism.sequence_parallel",
+                 fmt::format("a mixture-of-experts model with tensor {} needs sequence_parallel true (as Megatron "
+                             "requires: each tensor rank routes its share of the tokens)",
+                             p.tensor));
+  // Ring attention balances the causal work by cutting the sequence into 2 × context chunks.
+  if (p.context > 1 && m.seq_length > 0 && m.seq_length % p.context == 0 && m.seq_length % (2 * p.context) != 0)
+    problems.add("parallelism.context",
+                 fmt::format("model.seq_length {} is not divisible by 2 × context {}: the load-balanced ring cuts the "
+                             "sequence into 2 × context chunks",
+                             m.seq_length, p.context));
   check_sizes(s, problems);
 }
 
@@ -328,6 +506,11 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& base_
   read_parallelism(top.object("parallelism"), s.parallelism);
   read_platform(top.object("platform", true), s.platform);
   read_simulation(top.object("simulation"), s.simulation);
+  for (size_t i = 0; i < s.simulation.stragglers.size(); ++i)
+    if (s.simulation.stragglers[i].rank >= s.platform.total_gpus() && problems.empty())
+      problems.add(fmt::format("simulation.stragglers[{}].rank", i),
+                   fmt::format("expected a rank below the platform's {} GPUs, got {}", s.platform.total_gpus(),
+                               s.simulation.stragglers[i].rank));
   top.raw("description"); // free text for people
   top.raw("validation");  // a published measurement to compare with (configs/validation/, `stepsim accuracy`)
   top.reject_unknown_keys();

@@ -14,6 +14,11 @@ const char* stream_name(Stream s)
   case Stream::RecvNext: return "recv_next";
   case Stream::Context: return "context";
   case Stream::Expert: return "expert";
+  case Stream::ContextRecv: return "context_recv";
+  case Stream::ParamGather: return "param_gather";
+  case Stream::HostToDevice: return "host_to_device";
+  case Stream::DeviceToHost: return "device_to_host";
+  case Stream::Host: return "host";
   }
   return "?";
 }

@@ -15,7 +15,9 @@
 
 namespace stepsim {
 
-enum class TaskKind : uint8_t { Compute, Send, Recv, Collective };
+// HostCopy: bytes between the rank's GPU and its node's CPU memory over the host link (PCIe),
+// towards the host on Stream::DeviceToHost, towards the GPU on Stream::HostToDevice.
+enum class TaskKind : uint8_t { Compute, Send, Recv, Collective, HostCopy };
 
 // Streams of one rank. Tasks on one stream run one after another in the order the workload gave;
 // tasks on different streams may overlap.
@@ -27,12 +29,18 @@ enum class Stream : uint8_t {
   SendPrev,
   RecvPrev,
   RecvNext,
-  Context,
-  Expert,
+  Context,     // context-parallel ring: K/V (forward) and dK/dV (backward) sent to the next rank
+  Expert,      // expert-parallel token all-to-alls
+  ContextRecv, // context-parallel ring: receives from the previous rank, posted with the send
+  ParamGather,  // ZeRO-3 / FSDP parameter all-gathers, on their own stream as FSDP issues them
+  HostToDevice, // copy engines over the host link: cached parameters, offloaded optimizer results
+  DeviceToHost,
+  Host,         // work of the node's CPU for this rank (ZeRO-Offload's optimizer step)
 };
-inline constexpr int kStreamCount = 9;
+inline constexpr int kStreamCount = 14;
 const char* stream_name(Stream s);
-inline bool is_communication(Stream s) { return s != Stream::Compute; }
+// CPU work is neither GPU compute nor communication: the GPU idles through it.
+inline bool is_communication(Stream s) { return s != Stream::Compute && s != Stream::Host; }
 
 enum class Pass : uint8_t { Forward, Backward, BackwardInput, BackwardWeight, Recompute, Optimizer, Other };
 const char* pass_name(Pass p);
@@ -62,6 +70,9 @@ struct Work {
   std::string name;
   std::vector<Kernel> kernels;
   double seconds = 0; // filled by the cost model
+  // > 0: the work runs on the node's CPU, bandwidth-bound at this many bytes per second (its
+  // kernels are memory kernels); cost models time it from this, not from the GPU.
+  double host_memory_Bps = 0;
   double flops() const;
 };
 
@@ -69,12 +80,25 @@ struct Work {
 struct Group {
   std::string name;
   std::vector<int> ranks;
+  // What collective algorithms that follow the hardware need (models/collective.hpp GroupShape),
+  // filled by the driver from the platform: the node of each member (empty = every member on a
+  // node of its own), whether the members share one node whose NVSwitch reduces in the switch
+  // (NVLS), and NCCL's channel count (simulation.nccl_channels; 0 = NCCL's default).
+  std::vector<int> node_of_member;
+  bool in_switch_reduction = false;
+  int channels             = 0;
 };
 
 struct RankProgram {
   int rank  = 0;
   int stage = 0; // pipeline stage
+  // Fraction by which this rank's compute slows while one of its collectives runs on a
+  // communication stream (NCCL kernels take SMs and memory bandwidth); 0 = no interference.
+  double comm_compute_interference = 0;
   TaskGraph graph;
+  // Per lowered step, the task that completes its weight update (set only when the workload
+  // lowers several steps, see Workload::steps).
+  std::vector<TaskId> step_ends;
 };
 
 struct Workload {
@@ -83,6 +107,12 @@ struct Workload {
   std::vector<Group> groups;
   std::vector<Work> works;
   std::vector<RankProgram> ranks; // the simulated ranks, in increasing rank order
+  // Schedules without a pipeline flush (PipeDream) never start a step from an empty pipeline: the
+  // lowering lays out `steps` consecutive steps, and the step time is that of step
+  // `measured_step`, in steady state, from the end of the previous step's weight update to the
+  // end of its own (RankProgram::step_ends). Flushing schedules lower one step.
+  int steps         = 1;
+  int measured_step = 0;
 };
 
 // The ranks a replay touches: the simulated ones, their peers and the members of their groups.

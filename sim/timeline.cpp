@@ -46,6 +46,7 @@ Timeline build_timeline(const Workload& workload, const ReplayResult& result)
         if (task.group >= 0 && static_cast<size_t>(task.group) < workload.groups.size())
           interval.group = workload.groups[static_cast<size_t>(task.group)].name;
         break;
+      case TaskKind::HostCopy: break;
       }
       rank.intervals.push_back(std::move(interval));
     }

@@ -37,6 +37,8 @@ std::string event_name(const TimelineInterval& i)
   case TaskKind::Collective:
     return i.micro_batch >= 0 ? fmt::format("{} {}", collective_name(i.op), micro_batch_label(i))
                               : fmt::format("{} {}", collective_name(i.op), i.group);
+  case TaskKind::HostCopy:
+    return fmt::format("{} {}", i.stream == Stream::DeviceToHost ? "to host" : "from host", micro_batch_label(i));
   }
   return "?";
 }
@@ -48,6 +50,7 @@ const char* category(TaskKind k)
   case TaskKind::Send:
   case TaskKind::Recv: return "p2p";
   case TaskKind::Collective: return "collective";
+  case TaskKind::HostCopy: return "host_copy";
   }
   return "?";
 }
@@ -64,6 +67,7 @@ std::string event_args(const TimelineInterval& i)
     args += fmt::format(",\"op\":\"{}\",\"group\":{},\"bytes\":{:.0f}", collective_name(i.op), quoted(i.group),
                         i.bytes);
     break;
+  case TaskKind::HostCopy: args += fmt::format(",\"bytes\":{:.0f}", i.bytes); break;
   }
   return args;
 }

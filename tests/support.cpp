@@ -1,15 +1,20 @@
 #include "support.hpp"
 
+#include "models/collective.hpp"
+#include "models/compute_model.hpp"
+#include "sim/replay.hpp"
 #include "tools/driver/simulate.hpp"
 #include "topologies/platform.hpp"
 
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <stdexcept>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +41,57 @@ nlohmann::json small_scenario(int pipeline, int data, int micro_batches)
            {"nic", {{"count", 1}, {"bandwidth", "1000000TBps"}, {"latency", 0}}}}}},
         {"network", {{"topology", "fat_tree"}}}}}};
 }
+
+nlohmann::json measure_route(const PlatformSpec& spec, int src, int dst, double bytes)
+{
+  return in_child([&] {
+    auto engine = start_engine();
+    BuiltPlatform p = build_platform(spec);
+    std::vector<simgrid::s4u::Link*> links;
+    double latency = 0;
+    p.gpus[static_cast<size_t>(src)]->route_to(p.gpus[static_cast<size_t>(dst)], links, &latency);
+    nlohmann::json out{{"route_latency_s", latency}, {"links", nlohmann::json::array()}};
+    double bottleneck = 1e300, summed = 0;
+    for (const auto* l : links) {
+      out["links"].push_back(l->get_name());
+      bottleneck = std::min(bottleneck, l->get_bandwidth());
+      summed += l->get_latency();
+    }
+    out["bottleneck_Bps"]   = bottleneck;
+    out["summed_latency_s"] = summed;
+
+    Workload w;
+    w.world_size = spec.total_gpus();
+    for (int r : {std::min(src, dst), std::max(src, dst)}) {
+      w.ranks.emplace_back();
+      w.ranks.back().rank = r;
+      ProgramBuilder b(w.ranks.back());
+      Task t;
+      t.kind   = r == src ? TaskKind::Send : TaskKind::Recv;
+      t.stream = r == src ? Stream::SendNext : Stream::RecvPrev;
+      t.bytes  = bytes;
+      t.peer   = r == src ? dst : src;
+      b.add(t);
+    }
+    out["transfer_s"] = replay(w, p.gpus, CollectiveRegistry::get("ring", "")).end_s;
+    return out;
+  });
+}
+
+namespace {
+// Uniform stages: only the transformer layers cost time (1 us per forward kernel, 2 us per
+// backward kernel); embedding, head and optimizer are free, so every stage does the same work.
+double uniform_layer_seconds(const Kernel& k, const Device&, const std::string&)
+{
+  static const std::set<std::string> free_kernels = {
+      "embedding_lookup", "embedding_grad", "final_norm", "logits", "cross_entropy", "cross_entropy_bwd",
+      "logits_dgrad",     "logits_wgrad",   "final_norm_bwd", "optimizer_step"};
+  if (free_kernels.count(k.name) != 0)
+    return 0;
+  return k.name.find("bwd") != std::string::npos || k.name.find("grad") != std::string::npos ? 2e-6 : 1e-6;
+}
+const bool registered = ComputeModelRegistry::add(kUniformLayers, "test only", ComputeModel{uniform_layer_seconds});
+} // namespace
 
 std::unique_ptr<simgrid::s4u::Engine> start_engine()
 {

@@ -24,6 +24,16 @@ std::unique_ptr<simgrid::s4u::Engine> start_engine();
 // n single-GPU nodes (A100) whose NICs have bandwidth B and latency L between them.
 PlatformSpec single_gpu_nodes(int n, double bandwidth_Bps, double latency_s);
 
+// The route from GPU `src` to GPU `dst` as SimGrid resolves it (route_latency_s, links,
+// bottleneck_Bps, summed_latency_s) and the time a Send/Recv pair of `bytes` between them takes
+// when replayed alone (transfer_s); in a child process.
+nlohmann::json measure_route(const PlatformSpec& spec, int src, int dst, double bytes);
+
+// The compute model "test_uniform_layers": only transformer layers cost time (1 us per forward
+// kernel, 2 us per backward kernel); embedding, head and optimizer are free, so that every
+// pipeline stage does the same work (bubble tests against the textbook formulas).
+inline constexpr const char* kUniformLayers = "test_uniform_layers";
+
 // Runs `body` in a forked child and returns the JSON it produced.
 nlohmann::json in_child(const std::function<nlohmann::json()>& body);
 

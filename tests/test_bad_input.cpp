@@ -92,8 +92,11 @@ Workload two_ranks()
   w.world_size = 2;
   w.stages     = 2;
   w.works.push_back(Work{"layer", {}, 1e-3});
-  for (int r = 0; r < 2; ++r)
-    w.ranks.push_back(RankProgram{r, r, {}});
+  for (int r = 0; r < 2; ++r) {
+    w.ranks.emplace_back();
+    w.ranks.back().rank  = r;
+    w.ranks.back().stage = r;
+  }
   return w;
 }
 

@@ -13,10 +13,10 @@ using namespace stepsim;
 namespace {
 
 struct Row {
-  double bytes, time_us, algbw, busbw;
+  double bytes, count, time_us, algbw, busbw;
 };
 
-// The table's rows (lines of four numbers; the '#' lines and the header are skipped).
+// The table's rows (lines of five numbers; the '#' lines and the header are skipped).
 std::vector<Row> rows_of(const std::string& output)
 {
   std::vector<Row> rows;
@@ -25,7 +25,7 @@ std::vector<Row> rows_of(const std::string& output)
     std::istringstream fields(line);
     Row r{};
     std::string rest;
-    if (line.rfind('#', 0) != 0 && fields >> r.bytes >> r.time_us >> r.algbw >> r.busbw && !(fields >> rest))
+    if (line.rfind('#', 0) != 0 && fields >> r.bytes >> r.count >> r.time_us >> r.algbw >> r.busbw && !(fields >> rest))
       rows.push_back(r);
   }
   return rows;
@@ -102,7 +102,7 @@ TEST_CASE("stepsim collective: bad options exit 2 naming the option")
   auto [args, message] = GENERATE(table<std::string, std::string>({
       {"--op all_sum", "--op: expected all_reduce, all_gather, reduce_scatter or all_to_all, got \"all_sum\""},
       {"--gpus 6 --algorithm halving_doubling", "--algorithm: the halving_doubling algorithm needs a power-of-two"},
-      {"--algorithm tree", "--algorithm"},
+      {"--algorithm trees", "--algorithm"},
       {"--gpus 9", "--gpus: the platform has 8 GPUs, asked for 9"},
       {"--sizes 1MB,lots", "--sizes: expected a size"},
       {"--min 8MB --max 1MB", "--max: 1MB is below --min 8MB"},

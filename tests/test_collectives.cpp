@@ -52,8 +52,8 @@ TEST_CASE("ring steps send (n-1)/n of the buffer per phase")
 {
   const auto& ring = CollectiveRegistry::get("ring", "");
   for (int n : {2, 3, 5, 8}) {
-    CHECK(bytes_sent_per_member(ring, CollectiveOp::AllReduce, n, 1000.0) == Approx(2.0 * (n - 1) / n * 1000.0));
-    CHECK(bytes_sent_per_member(ring, CollectiveOp::AllGather, n, 1000.0) == Approx(double(n - 1) / n * 1000.0));
-    CHECK(bytes_sent_per_member(ring, CollectiveOp::ReduceScatter, n, 1000.0) == Approx(double(n - 1) / n * 1000.0));
+    CHECK(bytes_sent_per_member(ring, CollectiveOp::AllReduce, group_shape(n), 1000.0) == Approx(2.0 * (n - 1) / n * 1000.0));
+    CHECK(bytes_sent_per_member(ring, CollectiveOp::AllGather, group_shape(n), 1000.0) == Approx(double(n - 1) / n * 1000.0));
+    CHECK(bytes_sent_per_member(ring, CollectiveOp::ReduceScatter, group_shape(n), 1000.0) == Approx(double(n - 1) / n * 1000.0));
   }
 }

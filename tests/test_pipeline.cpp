@@ -23,18 +23,6 @@ std::string order_text(const std::vector<PipeOp>& order)
   return out;
 }
 
-// Uniform stages: only the transformer layers cost time (1 us per forward kernel, 2 us per
-// backward kernel); embedding, head and optimizer are free, so every stage does the same work.
-double uniform_layer_seconds(const Kernel& k, const Device&, const std::string&)
-{
-  static const std::set<std::string> free_kernels = {
-      "embedding_lookup", "embedding_grad", "final_norm", "logits", "cross_entropy", "cross_entropy_bwd",
-      "logits_dgrad",     "logits_wgrad",   "final_norm_bwd", "optimizer_step"};
-  if (free_kernels.count(k.name) != 0)
-    return 0;
-  return k.name.find("bwd") != std::string::npos || k.name.find("grad") != std::string::npos ? 2e-6 : 1e-6;
-}
-const bool registered = ComputeModelRegistry::add("test_uniform_layers", "test only", ComputeModel{uniform_layer_seconds});
 
 } // namespace
 
@@ -91,7 +79,7 @@ TEST_CASE("measured bubble equals the textbook fraction with uniform stages and 
   nlohmann::json doc                        = testing::small_scenario(p, 1, m);
   doc["parallelism"]["schedule"]            = schedule;
   doc["parallelism"]["virtual_stages"]      = v;
-  doc["simulation"]["compute_model"]        = "test_uniform_layers";
+  doc["simulation"]["compute_model"]        = testing::kUniformLayers;
   Scenario s                                = scenario_from_json(doc);
   Report r                                  = simulate_isolated(s);
   double textbook                           = double(p - 1) / double(v * m + p - 1);
@@ -108,7 +96,7 @@ TEST_CASE("ZB-H1's bubble is strictly below 1F1B's")
 {
   for (auto [p, m] : {std::pair{4, 8}, std::pair{8, 16}}) {
     nlohmann::json doc                 = testing::small_scenario(p, 1, m);
-    doc["simulation"]["compute_model"] = "test_uniform_layers";
+    doc["simulation"]["compute_model"] = testing::kUniformLayers;
     Report one_f_one_b                 = simulate_isolated(scenario_from_json(doc));
     doc["parallelism"]["schedule"]     = "zb_h1";
     Report zero_bubble                 = simulate_isolated(scenario_from_json(doc));

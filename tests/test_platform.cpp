@@ -43,43 +43,6 @@ PlatformSpec cluster(int nodes, int gpus_per_node, double nvlink_Bps, double nvl
   return spec;
 }
 
-// The route from GPU `src` to GPU `dst` as SimGrid resolves it, and the time a Send/Recv pair of
-// `bytes` between them takes when replayed alone.
-nlohmann::json measure_route(const PlatformSpec& spec, int src, int dst, double bytes)
-{
-  return testing::in_child([&] {
-    auto engine = testing::start_engine();
-    BuiltPlatform p = build_platform(spec);
-    std::vector<sg4::Link*> links;
-    double latency = 0;
-    p.gpus[static_cast<size_t>(src)]->route_to(p.gpus[static_cast<size_t>(dst)], links, &latency);
-    nlohmann::json out{{"route_latency_s", latency}, {"links", nlohmann::json::array()}};
-    double bottleneck = 1e300, summed = 0;
-    for (const auto* l : links) {
-      out["links"].push_back(l->get_name());
-      bottleneck = std::min(bottleneck, l->get_bandwidth());
-      summed += l->get_latency();
-    }
-    out["bottleneck_Bps"]   = bottleneck;
-    out["summed_latency_s"] = summed;
-
-    Workload w;
-    w.world_size = spec.total_gpus();
-    for (int r : {std::min(src, dst), std::max(src, dst)}) {
-      w.ranks.push_back(RankProgram{r, 0, {}});
-      ProgramBuilder b(w.ranks.back());
-      Task t;
-      t.kind   = r == src ? TaskKind::Send : TaskKind::Recv;
-      t.stream = r == src ? Stream::SendNext : Stream::RecvPrev;
-      t.bytes  = bytes;
-      t.peer   = r == src ? dst : src;
-      b.add(t);
-    }
-    out["transfer_s"] = replay(w, p.gpus, CollectiveRegistry::get("ring", "")).end_s;
-    return out;
-  });
-}
-
 bool crosses(const nlohmann::json& route, const std::string& part)
 {
   return std::any_of(route["links"].begin(), route["links"].end(),
@@ -120,7 +83,7 @@ TEST_CASE("point-to-point transfers take the route's bottleneck bandwidth and su
                          Case{"NIC, other node under the same leaf", 2, nic, nic_s, "nic"},
                          Case{"cross-leaf, through the uplinks", 4, std::min(nic, uplink), nic_s, "uplink"});
   INFO(c.name);
-  nlohmann::json r = measure_route(spec, 0, c.dst, S);
+  nlohmann::json r = testing::measure_route(spec, 0, c.dst, S);
   INFO(r.dump());
   CHECK(crosses(r, c.must_cross));
   if (c.dst != 4)

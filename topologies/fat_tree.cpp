@@ -9,7 +9,18 @@
 //
 // Each switch is a SimGrid star zone: a route is the sender's links up and the receiver's links
 // down, found without a graph search.
+//
+// ECMP: a real leaf spreads its flows over its uplinks to several spine switches by a hash of
+// each flow. SimGrid routes a flow over one fixed list of links, so stepsim gives each leaf one
+// aggregated uplink whose bandwidth is the sum of its parallel uplinks (a SHARED link: the flows
+// that leave the leaf divide it max-min fairly). This is ECMP with a perfect hash: it never puts
+// two elephant flows on one uplink while another idles, so it is the fabric's best case; one flow
+// alone can use the whole aggregate, where on the real fabric it would get one uplink (the NIC,
+// never faster than one uplink, is the narrower part for every real leaf). Several parallel
+// links with a route per destination would model hash collisions, at the cost of a route table
+// per pair of leaves.
 #include "topologies/platform.hpp"
+#include "topologies/switch_port.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -23,10 +34,11 @@ namespace {
 namespace sg4   = simgrid::s4u;
 using Direction = sg4::LinkInRoute::Direction;
 
-std::vector<sg4::NetZone*> build_fat_tree(const PlatformSpec& spec, const std::vector<NodePort>& nodes)
+void build_fat_tree(FabricBuild& build)
 {
+  const auto& spec  = build.spec;
+  const auto& nodes = build.nodes;
   auto* core = sg4::create_star_zone("core");
-  std::vector<sg4::NetZone*> parent(nodes.size(), nullptr);
   sg4::NetZone* leaf  = nullptr;
   int leaf_nics       = 0;
   double leaf_Bps     = 0;
@@ -44,21 +56,13 @@ std::vector<sg4::NetZone*> build_fat_tree(const PlatformSpec& spec, const std::v
         leaves.push_back(Leaf{leaf, gateway, leaf_Bps});
       leaf = sg4::create_star_zone(fmt::format("leaf{}", ++leaf_index));
       leaf->set_parent(core);
-      // SimGrid routes between zones through gateways that live inside child zones: the switch
-      // is a one-router zone, reached over its backplane, which no realistic traffic fills.
-      auto* sw = sg4::create_full_zone(fmt::format("leaf{}-switch", leaf_index));
-      sw->set_parent(leaf);
-      gateway = sw->create_router(fmt::format("leaf{}-switch-router", leaf_index));
-      sw->seal();
-      auto* backplane = leaf->create_link(fmt::format("leaf{}-backplane", leaf_index), 1e18);
-      backplane->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)->seal();
-      leaf->add_route(sw->get_netpoint(), nullptr, gateway, nullptr, {sg4::LinkInRoute(backplane)}, true);
+      gateway   = add_switch_port(leaf, fmt::format("leaf{}", leaf_index));
       leaf_nics = 0;
       leaf_Bps  = 0;
     }
     leaf_nics += nodes[i].nics;
     leaf_Bps += nodes[i].uplink_Bps;
-    parent[i] = leaf;
+    build.node(static_cast<int>(i), leaf);
   }
   leaves.push_back(Leaf{leaf, gateway, leaf_Bps});
   for (size_t l = 0; l < leaves.size(); ++l) {
@@ -67,7 +71,6 @@ std::vector<sg4::NetZone*> build_fat_tree(const PlatformSpec& spec, const std::v
     core->add_route(leaves[l].zone->get_netpoint(), nullptr, leaves[l].gateway, nullptr,
                     {sg4::LinkInRoute(up, Direction::UP)}, true);
   }
-  return parent;
 }
 
 const bool registered = FabricRegistry::add(

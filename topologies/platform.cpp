@@ -1,6 +1,7 @@
 #include "topologies/platform.hpp"
 
 #include "sim/task_graph.hpp"
+#include "topologies/node_type.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -25,9 +26,10 @@ void configure_network_model()
 
 namespace {
 
-// GPUs of one node, their switch, their NICs and the node's gateway, as a zone under `parent`.
-void build_node(sg4::NetZone* parent, const NodeGroupSpec& g, int node, int group_index, const std::vector<bool>& in_use,
-                BuiltPlatform& out)
+// GPUs of one node, their CPU host, their NICs and the node's gateway, as a zone under `parent`;
+// the node type (topologies/node_*.cpp, on intra_node.type) builds the links between them.
+void build_node(sg4::NetZone* parent, const NodeGroupSpec& g, const NodeType& type, double host_link_Bps, int node,
+                int group_index, const std::vector<bool>& in_use, bool host_side, BuiltPlatform& out)
 {
   const size_t first_gpu = out.gpus.size();
   auto used = [&](int local) { return in_use.empty() || in_use[first_gpu + static_cast<size_t>(local)]; };
@@ -40,89 +42,120 @@ void build_node(sg4::NetZone* parent, const NodeGroupSpec& g, int node, int grou
     out.group_of_gpu.resize(out.gpus.size(), group_index);
     return;
   }
+  // Where routes between GPUs cross other GPUs, every GPU of the node is built.
+  auto built = [&](int local) { return type.builds_every_gpu || used(local); };
 
-  auto* zone = sg4::create_floyd_zone(fmt::format("node{}", node));
+  // Explicit routes (a Full zone): see topologies/node_type.hpp for why not shortest paths.
+  NodeBuild b;
+  b.zone = sg4::create_full_zone(fmt::format("node{}", node));
   if (parent != nullptr) // a one-node platform is the node's zone alone
-    zone->set_parent(parent);
-  auto* hub     = zone->create_router(fmt::format("node{}-{}", node, g.intra_node.type));
-  auto* gateway = zone->create_router(fmt::format("node{}-gateway", node));
-  // A NIC of its own GPU hangs straight off the gateway; a NIC shared by several GPUs is a router
-  // they reach over PCIe.
-  std::vector<simgrid::kernel::routing::NetPoint*> nics(static_cast<size_t>(g.nic.count), nullptr);
-  auto nic_link = [&](int n, simgrid::kernel::routing::NetPoint* from) {
-    // Half the NIC-to-NIC latency on each end, so any two NICs are latency_s apart.
-    auto* link = zone->create_split_duplex_link(fmt::format("node{}-nic{}-link", node, n), g.nic.bandwidth_Bps);
-    link->set_latency(g.nic.latency_s / 2)->seal();
-    zone->add_route(from, gateway, nullptr, nullptr, {sg4::LinkInRoute(link, Direction::UP)}, true);
-  };
-  for (int n = 0; n < g.nic.count && gpus_per_nic > 1; ++n) {
-    bool needed = false;
-    for (int local = n * gpus_per_nic; local < (n + 1) * gpus_per_nic; ++local)
-      needed = needed || used(local);
-    if (needed) {
-      nics[static_cast<size_t>(n)] = zone->create_router(fmt::format("node{}-nic{}", node, n));
-      nic_link(n, nics[static_cast<size_t>(n)]);
-    }
-  }
-  int used_gpus = 0;
-  for (int local = 0; local < g.gpus_per_node; ++local)
-    used_gpus += used(local) ? 1 : 0;
+    b.zone->set_parent(parent);
+  b.group         = &g;
+  b.node          = node;
+  b.host_link_Bps = host_link_Bps;
+  b.host_side     = host_side;
   for (int local = 0; local < g.gpus_per_node; ++local) {
-    if (!used(local)) {
-      out.gpus.push_back(nullptr);
-      out.group_of_gpu.push_back(group_index);
+    if (!built(local)) {
+      b.gpus.push_back(nullptr);
       continue;
     }
     // The replay runs known-length work (kernels, collectives timed by their closed form) as
     // Execs of one core each; cores let those of different streams run side by side at full
     // speed, as kernels on separate CUDA streams do.
-    auto* gpu = zone->create_host(fmt::format("node{}-gpu{}", node, local), 1e9);
+    auto* gpu = b.zone->create_host(fmt::format("node{}-gpu{}", node, local), 1e9);
     gpu->set_core_count(kStreamCount);
-    if (used_gpus > 1) { // a lone GPU of a reduced platform has no one to talk to in its node
-      auto* intra = zone->create_split_duplex_link(fmt::format("node{}-gpu{}-{}", node, local, g.intra_node.type),
-                                                   g.intra_node.bandwidth_Bps);
-      intra->set_latency(g.intra_node.latency_s / 2)->seal();
-      zone->add_route(gpu->get_netpoint(), hub, nullptr, nullptr, {sg4::LinkInRoute(intra, Direction::UP)}, true);
-    }
-    if (gpus_per_nic == 1) {
-      nic_link(local, gpu->get_netpoint());
-    } else { // the NIC, not the PCIe link, is the narrower part
-      auto* pcie = zone->create_split_duplex_link(fmt::format("node{}-gpu{}-to-nic", node, local), 2 * g.nic.bandwidth_Bps);
-      pcie->set_latency(0)->seal();
-      zone->add_route(gpu->get_netpoint(), nics[static_cast<size_t>(local / gpus_per_nic)], nullptr, nullptr,
-                      {sg4::LinkInRoute(pcie, Direction::UP)}, true);
-    }
-    out.gpus.push_back(gpu);
+    b.gpus.push_back(gpu);
+  }
+  build_cpu_host(b);
+  type.build(b);
+
+  // NICs. Unless the node type placed them, a NIC of its own GPU hangs off the GPU, and a NIC
+  // shared by several GPUs is a router they reach over PCIe links of their own (the NIC, not the
+  // PCIe link, is the narrower part).
+  auto* gateway = b.router("gateway");
+  if (b.path_to_nic.empty()) {
+    b.path_to_nic.assign(b.gpus.size(), Path{});
+    for (int local = 0; local < g.gpus_per_node && gpus_per_nic > 1; ++local)
+      if (b.gpu(local) != nullptr && used(local)) {
+        auto* pcie = b.link(fmt::format("gpu{}-to-nic", local), 2 * g.nic.bandwidth_Bps, 0);
+        b.path_to_nic[static_cast<size_t>(local)] = {Hop(pcie, Direction::UP)};
+      }
+  }
+  std::vector<sg4::Link*> nic_links(static_cast<size_t>(g.nic.count), nullptr);
+  for (int local = 0; local < g.gpus_per_node; ++local) {
+    if (b.gpu(local) == nullptr || !used(local))
+      continue;
+    const auto n = static_cast<size_t>(local / gpus_per_nic);
+    if (nic_links[n] == nullptr) // half the NIC-to-NIC latency on each end: any two NICs are latency_s apart
+      nic_links[n] = b.link(fmt::format("nic{}-link", n), g.nic.bandwidth_Bps, g.nic.latency_s / 2);
+    Path path = b.path_to_nic[static_cast<size_t>(local)];
+    path.emplace_back(nic_links[n], Direction::UP);
+    b.route(b.gpu(local), gateway, path);
+  }
+  for (int local = 0; local < g.gpus_per_node; ++local) {
+    out.gpus.push_back(used(local) ? b.gpus[static_cast<size_t>(local)] : nullptr);
     out.group_of_gpu.push_back(group_index);
   }
-  zone->seal();
+  b.zone->seal();
   if (parent == nullptr)
     return;
   // The node's NICs are its links to the switch above; it needs no uplink of its own.
-  parent->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {}, true);
+  parent->add_route(b.zone->get_netpoint(), nullptr, gateway, nullptr, {}, true);
 }
 
 } // namespace
 
-BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& in_use)
+BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& in_use, bool host_side)
 {
-  BuiltPlatform out;
+  check_node_types(spec); // the node types' own checks, for callers that did not validate
   std::vector<NodePort> ports;
-  std::vector<std::pair<const NodeGroupSpec*, int>> node_group;
+  int total_gpus = 0;
   for (size_t gi = 0; gi < spec.node_groups.size(); ++gi)
     for (int i = 0; i < spec.node_groups[gi].count; ++i) {
       const auto& g = spec.node_groups[gi];
-      ports.push_back(NodePort{static_cast<int>(ports.size()), g.nic.count, g.nic.count * g.nic.bandwidth_Bps});
-      node_group.emplace_back(&g, static_cast<int>(gi));
+      ports.push_back(NodePort{static_cast<int>(ports.size()), g.nic.count, g.nic.count * g.nic.bandwidth_Bps, &g,
+                               static_cast<int>(gi), total_gpus});
+      total_gpus += g.gpus_per_node;
     }
+  BuiltPlatform out;
+  auto build_one = [&](sg4::NetZone* parent, const NodePort& port) {
+    const std::string path = fmt::format("platform.node_groups[{}]", port.group_index);
+    build_node(parent, *port.group, NodeTypeRegistry::get(port.group->intra_node.type, path + ".intra_node.type"),
+               host_link_bandwidth(*port.group, path), port.node, port.group_index, in_use, host_side, out);
+  };
   if (ports.size() == 1) {
-    build_node(nullptr, *node_group[0].first, 0, node_group[0].second, in_use, out);
+    build_one(nullptr, ports[0]);
     return out;
   }
-  std::vector<sg4::NetZone*> parents =
-      FabricRegistry::get(spec.network.topology, "platform.network.topology").build(spec, ports);
-  for (size_t node = 0; node < ports.size(); ++node)
-    build_node(parents[node], *node_group[node].first, static_cast<int>(node), node_group[node].second, in_use, out);
+  // build_node appends its GPUs, so nodes are built in order; GPUs a fabric places itself wait
+  // in `placed` until the end.
+  std::vector<sg4::Host*> placed(static_cast<size_t>(total_gpus), nullptr);
+  FabricBuild fabric{spec, ports, nullptr, nullptr, nullptr};
+  fabric.node = [&](int node, sg4::NetZone* star) {
+    const auto& port = ports.at(static_cast<size_t>(node));
+    if (out.gpus.size() > static_cast<size_t>(port.first_gpu))
+      throw std::logic_error(fmt::format("fabric \"{}\" built node {} out of order", spec.network.topology, node));
+    out.gpus.resize(static_cast<size_t>(port.first_gpu), nullptr);
+    build_one(star, port);
+  };
+  fabric.used = [&](int node, int local) {
+    return in_use.empty() || in_use[static_cast<size_t>(ports.at(static_cast<size_t>(node)).first_gpu + local)];
+  };
+  fabric.gpu = [&](int node, int local, sg4::NetZone* zone) {
+    // As in build_node: each stream runs its known-length work on a core of its own.
+    auto* gpu = zone->create_host(fmt::format("node{}-gpu{}", node, local), 1e9);
+    gpu->set_core_count(kStreamCount);
+    placed.at(static_cast<size_t>(ports.at(static_cast<size_t>(node)).first_gpu + local)) = gpu;
+    return gpu;
+  };
+  FabricRegistry::get(spec.network.topology, "platform.network.topology").build(fabric);
+  out.gpus.resize(static_cast<size_t>(total_gpus), nullptr);
+  for (size_t g = 0; g < placed.size(); ++g)
+    if (placed[g] != nullptr)
+      out.gpus[g] = placed[g];
+  out.group_of_gpu.clear();
+  for (const auto& port : ports)
+    out.group_of_gpu.insert(out.group_of_gpu.end(), static_cast<size_t>(port.group->gpus_per_node), port.group_index);
   sg4::Engine::get_instance()->get_netzone_root()->seal();
   return out;
 }

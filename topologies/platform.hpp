@@ -1,15 +1,18 @@
 // Builds the SimGrid platform of a scenario inside the running SimGrid engine: one host per GPU,
-// the links of each node (NVSwitch or PCIe) and of the cluster fabric.
+// the links of each node (its node type, topologies/node_type.hpp: NVSwitch, DGX-1 cube-mesh, PCIe
+// switches, chiplet mesh...; and its CPU host "nodeN-cpu") and of the cluster fabric.
 //
 // The platform is a hierarchy of SimGrid zones, so that routing stays cheap at 16,384 GPUs: each
-// node is a small zone of its own (GPUs, their switch, their NICs, one gateway), and the fabric
+// node is a small zone of its own (GPUs, their links, their CPU host, their NICs, one gateway, all
+// routes explicit: a SimGrid Full zone), and the fabric
 // joins the node zones at their gateways. A flow between nodes is limited by its GPU's NIC link
 // (with one NIC per GPU the NIC link joins the GPU to the gateway directly), shared with other
 // flows there and on the fabric's links above it.
 //
-//   GPU ─nvlink─┐                            node zone (Floyd routing)
+//   GPU ─nvlink─┐                            node zone (Full: explicit routes)
 //   GPU ─nvlink─┼─ nvswitch
-//   GPU ─pcie── nic ─nic link─ gateway ── fabric     fabric: registered builders ("fat_tree")
+//   GPU ─pcie── nic ─nic link─ gateway ── fabric     fabric: registered builders (topologies/fabric_*.cpp,
+//                                                          fat_tree.cpp), `stepsim list` names them
 #pragma once
 
 #include "sim/registry.hpp"
@@ -31,18 +34,34 @@ struct BuiltPlatform {
   std::vector<int> group_of_gpu;         // index into PlatformSpec::node_groups
 };
 
-// What a fabric sees of a node: its index and the bandwidth of its uplink (its NICs together).
+// What a fabric sees of a node: its index, its node group and the bandwidth of its uplink (its
+// NICs together).
 struct NodePort {
   int node             = 0;
   int nics             = 0;
   double uplink_Bps    = 0;
+  const NodeGroupSpec* group = nullptr;
+  int group_index      = 0;
+  int first_gpu        = 0; // the job's index of its GPU 0
 };
 
-// A fabric builds its switches as zones and says which zone each node hangs from; the platform
-// builder then creates the node's zone inside it and joins it with the node's uplink.
+// What the platform builder offers a fabric while the fabric builds. A fabric builds its switches
+// as zones and, in node order, each node inside one of them:
+// - `node(n, star)` builds node n's own zone (GPUs, their switch, NICs, gateway; the node type's
+//   work) inside `star`, a star zone, where the node's NICs are its links to the rest; nothing
+//   when none of its GPUs is used;
+// - or, for fabrics whose structure reaches inside the node (rails, Wi-Fi stations), `gpu(n, i,
+//   zone)` creates GPU i of node n as a host of `zone` and the fabric adds its links.
+struct FabricBuild {
+  const PlatformSpec& spec;
+  std::vector<NodePort> nodes;
+  std::function<void(int node, simgrid::s4u::NetZone* star)> node;
+  std::function<bool(int node, int local)> used;
+  std::function<simgrid::s4u::Host*(int node, int local, simgrid::s4u::NetZone* zone)> gpu;
+};
+
 struct FabricBuilder {
-  std::function<std::vector<simgrid::s4u::NetZone*>(const PlatformSpec& spec, const std::vector<NodePort>& nodes)>
-      build;
+  std::function<void(FabricBuild& build)> build;
 };
 using FabricRegistry = Registry<FabricBuilder>;
 
@@ -51,6 +70,8 @@ void configure_network_model();
 // Builds every GPU, or only those with `in_use[g]` set (and the nodes and NICs they need) when
 // `in_use` is given: a reduced simulation touches a small part of a large cluster, and SimGrid's
 // platform creation grows faster than linearly with the number of links.
-BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& in_use = {});
+// `host_side`: build each node's CPU host and the GPUs' host links (offload, FCDP, `stepsim
+// platform`); a job without host copies does without them.
+BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& in_use = {}, bool host_side = true);
 
 } // namespace stepsim

@@ -1,5 +1,6 @@
 #include "workloads/cnn.hpp"
 #include "workloads/lower.hpp"
+#include "workloads/moe.hpp"
 
 namespace stepsim {
 
@@ -8,7 +9,9 @@ double forward_flops_per_token(const ModelSpec& m, double seq)
 {
   double h      = m.hidden_size;
   double kv     = h / m.num_attention_heads * m.num_query_groups;
-  double mlp    = (m.mlp == "swiglu" ? 3.0 : 2.0) * h * m.ffn_hidden_size * (m.num_experts > 0 ? m.moe_top_k : 1);
+  // A MoE token runs through top_k experts (Megatron's count: no capacity padding, no router).
+  double mlp    = is_moe(m) ? (m.mlp == "swiglu" ? 3.0 : 2.0) * h * expert_ffn_hidden_size(m) * m.moe_top_k
+                            : (m.mlp == "swiglu" ? 3.0 : 2.0) * h * m.ffn_hidden_size;
   double layer  = 2.0 * (h * (h + 2 * kv) + h * h + mlp) + 4.0 * seq * h;
   return m.num_layers * layer + 2.0 * h * m.vocab_size;
 }

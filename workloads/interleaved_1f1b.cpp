@@ -48,9 +48,12 @@ const bool registered = ScheduleRegistry::add(
                      [](const PipelineShape& s) {
                        return double(s.stages - 1) / double(s.virtual_stages * s.micro_batches + s.stages - 1);
                      },
-                     // Warm-up chunks in flight, counted in whole-stage micro-batches.
+                     // Megatron's warm-up chunks plus the first steady-state forward (all of
+                     // them when the warm-up is the whole step), in whole-stage micro-batches:
+                     // stage 0 holds p + (p-1)/v (Narayanan et al. SC'21, section 2.2.2).
                      [](int stage, const PipelineShape& s) {
-                       return static_cast<int>(std::ceil(double(warmup_steps(stage, s) + 1) / s.virtual_stages));
+                       const int chunks = std::min(warmup_steps(stage, s) + 1, s.micro_batches * s.virtual_stages);
+                       return static_cast<int>(std::ceil(double(chunks) / s.virtual_stages));
                      },
                      false, true, true});
 

@@ -1,32 +1,22 @@
 #include "workloads/lower.hpp"
 
+#include "workloads/block_tasks.hpp"
 #include "workloads/cnn.hpp"
+#include "workloads/context_parallel.hpp"
+#include "workloads/data_parallel.hpp"
 #include "workloads/layout.hpp"
+#include "workloads/moe.hpp"
 #include "workloads/schedule.hpp"
 #include "workloads/transformer.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 namespace stepsim {
 
 namespace {
-
-// Gradients are reduced in the training precision (Megatron's default for fp16); fp32 training
-// reduces fp32 gradients.
-double gradient_bytes(const TrainingSpec& t)
-{
-  return element_bytes(t.precision) == 4 ? 4 : 2;
-}
-
-// Bytes moved through memory per parameter by one optimizer update of its shard (mixed precision
-// Adam: fp32 master weight, gradient, two moments read; weight and moments written; low-precision
-// copy of the weight written).
-double optimizer_bytes_per_parameter(const TrainingSpec& t)
-{
-  return t.optimizer == "adam" ? 4 * 4 + 3 * 4 + 2 : 4 * 3 + 4 * 2;
-}
 
 // The model as the lowering walks it: per virtual stage, a list of layers; a layer is one or more
 // blocks, each a compute work that a tensor-parallel collective may follow. A transformer's first
@@ -41,8 +31,14 @@ struct Block {
 struct Layer {
   std::vector<Block> blocks;
   double parameters = 0;   // per rank; their gradients join the data-parallel buckets
+  double expert_parameters = 0; // per rank, a MoE layer's experts: reduced over their own group
   bool recomputed  = false; // full recompute re-runs its forward before its backward
 };
+
+// Blocks whose lowering is more than one compute task between tensor-parallel collectives, keyed
+// by the work that stands for them: context-parallel ring attention (workloads/context_parallel.hpp,
+// inside the tensor collectives) and a MoE layer (workloads/moe.hpp, with its own).
+enum class BlockKind : uint8_t { Dense, RingForward, RingBackward, RingBackwardInput, MoeForward, MoeBackward, MoeBackwardInput };
 
 struct VirtualStage {
   std::vector<Layer> layers;
@@ -59,6 +55,17 @@ public:
     plan_         = is_cnn(s.model) ? cnn_plan() : transformer_plan();
     schedule_     = &ScheduleRegistry::get(s.parallelism.schedule, "parallelism.schedule");
     shape_        = PipelineShape{p_, static_cast<int>(s.micro_batches_per_replica()), v_};
+    // Without a flush (PipeDream) no step starts from an empty pipeline: lay out enough steps
+    // before the measured one to fill the pipeline (p micro-batches) and as many after it to keep
+    // it full to the measured step's end.
+    lowered_shape_ = shape_;
+    if (!schedule_->flushes) {
+      const int fill    = (p_ + shape_.micro_batches - 1) / shape_.micro_batches;
+      w_.steps          = 2 * fill + 1;
+      w_.measured_step  = fill;
+      lowered_shape_.micro_batches *= w_.steps;
+    }
+    per_update_ = schedule_->micro_batches_per_update > 0 ? schedule_->micro_batches_per_update : shape_.micro_batches;
   }
 
   Workload run()
@@ -98,12 +105,38 @@ private:
     Block attention{t.attention_forward, t.attention_backward, t.attention_recompute, t.attention_backward_input,
                     t.attention_backward_weight, true, true};
     Block mlp{t.mlp_forward, t.mlp_backward, t.mlp_recompute, t.mlp_backward_input, t.mlp_backward_weight, true, true};
+    custom_.assign(w_.works.size(), BlockKind::Dense);
+    double experts = 0;
+    if (s_.parallelism.context > 1) {
+      ring_.works   = t.attention_parts;
+      attention_backward_weight_ = t.attention_backward_weight;
+      ring_.context = s_.parallelism.context;
+      ring_.kv_bytes = ring_kv_bytes(s_);
+      custom_[t.attention_forward] = custom_[t.attention_recompute] = BlockKind::RingForward;
+      custom_[t.attention_backward]       = BlockKind::RingBackward;
+      custom_[t.attention_backward_input] = BlockKind::RingBackwardInput;
+    }
+    if (is_moe(s_.model)) { // the experts replace the MLP; its tensor collectives are their own
+      moe_.works            = add_moe_works(s_, w_.works);
+      moe_.expert           = s_.parallelism.expert;
+      moe_.tensor           = layout_.tensor;
+      moe_.all_to_all_bytes = moe_all_to_all_bytes(s_);
+      const MoeWorks& m     = moe_.works;
+      mlp = Block{m.router_forward, m.experts_backward, m.router_forward, m.experts_backward_input, m.weight_backward,
+                  false, false};
+      custom_.resize(w_.works.size(), BlockKind::Dense);
+      custom_[m.router_forward]         = BlockKind::MoeForward;
+      custom_[m.experts_backward]       = BlockKind::MoeBackward;
+      custom_[m.experts_backward_input] = BlockKind::MoeBackwardInput;
+      experts = expert_parameters_per_rank(s_.model, layout_.tensor, s_.parallelism.expert);
+    }
     // The vocabulary-parallel embedding all-reduces its output; the head all-reduces its input
     // gradient. Neither is recomputed.
     Layer embedding{{Block{t.embedding_forward, t.embedding_backward, -1, t.embedding_backward, -1, true, false}},
-                    embedding_parameters_per_rank(s_.model, layout_.tensor), false};
-    Layer head{{Block{t.head_forward, t.head_backward, -1, t.head_backward, -1, false, true}}, head_parameters(), false};
-    Layer layer{{attention, mlp}, layer_parameters_per_rank(s_.model, layout_.tensor), full};
+                    embedding_parameters_per_rank(s_.model, layout_.tensor), 0, false};
+    Layer head{{Block{t.head_forward, t.head_backward, -1, t.head_backward, -1, false, true}}, head_parameters(), 0, false};
+    const double layer_parameters = layer_parameters_per_rank(s_.model, layout_.tensor, s_.parallelism.expert);
+    Layer layer{{attention, mlp}, layer_parameters - experts, experts, full};
 
     std::vector<VirtualStage> plan(static_cast<size_t>(p_ * v_));
     for (int vs = 0; vs < p_ * v_; ++vs) {
@@ -136,7 +169,7 @@ private:
         b.recompute       = full ? add_work(l.name + "_recompute", l.forward) : -1;
         b.backward_input  = add_work(l.name + "_backward_input", l.backward_input);
         b.backward_weight = add_work(l.name + "_backward_weight", l.backward_weight);
-        plan[vs].layers.push_back(Layer{{b}, l.parameters, full});
+        plan[vs].layers.push_back(Layer{{b}, l.parameters, 0, full});
         plan[vs].output_bytes = l.output_bytes;
       }
     }
@@ -149,7 +182,7 @@ private:
     auto it = group_ids_.find(name);
     if (it != group_ids_.end())
       return it->second;
-    w_.groups.push_back(Group{name, std::move(ranks)});
+    w_.groups.push_back(Group{name, std::move(ranks), {}, false, 0}); // the driver describes the platform
     return group_ids_[name] = static_cast<int>(w_.groups.size() - 1);
   }
 
@@ -232,6 +265,9 @@ private:
   {
     if (work < 0)
       return after;
+    const BlockKind kind = static_cast<size_t>(work) < custom_.size() ? custom_[work] : BlockKind::Dense;
+    if (kind != BlockKind::Dense && kind >= BlockKind::MoeForward)
+      return custom_block(kind, pass, op, after);
     if (!reduce)
       return compute(work, pass, op, after);
     const bool tp = layout_.tensor > 1;
@@ -239,11 +275,78 @@ private:
     const double bytes = activation_bytes(s_);
     if (tp && sp)
       after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after);
-    after = compute(work, pass, op, after);
+    after = kind == BlockKind::Dense ? compute(work, pass, op, after) : custom_block(kind, pass, op, after);
     if (tp)
       after = collective(Stream::Tensor, sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, tp_group_, bytes,
                          pass, op, after);
     return after;
+  }
+
+  // The tasks of a custom block, for the pass at hand (workloads/block_tasks.hpp).
+  class PassTasks final : public BlockTasks {
+  public:
+    PassTasks(Lowering& l, Pass pass, const PipeOp& op) : l_(l), pass_(pass), op_(op) {}
+    TaskId compute(int work, TaskId after) override { return l_.compute(work, pass_, op_, after); }
+    TaskId collective(Stream stream, CollectiveOp op, int group, double bytes, TaskId after) override
+    {
+      return l_.collective(stream, op, group, bytes, pass_, op_, after);
+    }
+    TaskId point_to_point(TaskKind kind, Stream stream, int peer, int tag, double bytes, TaskId after) override
+    {
+      return l_.point_to_point(kind, stream, peer, tag, bytes, pass_, op_, after);
+    }
+    void depends(TaskId later, TaskId earlier) override
+    {
+      if (later != ProgramBuilder::kNone && earlier != ProgramBuilder::kNone && later != earlier &&
+          !boost::edge(earlier, later, l_.builder_graph()).second)
+        l_.builder_->depends(later, earlier);
+    }
+
+  private:
+    Lowering& l_;
+    Pass pass_;
+    PipeOp op_;
+  };
+
+  TaskId custom_block(BlockKind kind, Pass pass, const PipeOp& op, TaskId after)
+  {
+    PassTasks tasks(*this, pass, op);
+    switch (kind) {
+    case BlockKind::RingForward: return ring_attention_forward(ring_, tasks, after, ring_tag_);
+    case BlockKind::RingBackward: // the weight gradients need no ring
+      return compute(attention_backward_weight_, pass, op, ring_attention_backward(ring_, tasks, after, ring_tag_));
+    case BlockKind::RingBackwardInput: return ring_attention_backward(ring_, tasks, after, ring_tag_);
+    case BlockKind::MoeForward: return moe_forward(moe_, tasks, after);
+    case BlockKind::MoeBackward: return moe_backward(moe_, tasks, after, false);
+    case BlockKind::MoeBackwardInput: return moe_backward(moe_, tasks, after, true);
+    case BlockKind::Dense: break;
+    }
+    return after;
+  }
+
+  // Per rank: its context ring neighbours and expert groups.
+  void begin_rank_blocks()
+  {
+    ring_tag_ = 0;
+    if (s_.parallelism.context > 1) {
+      const int cp = s_.parallelism.context;
+      ring_.next   = layout_.rank_of({coord_.tensor, (coord_.context + 1) % cp, coord_.data, coord_.pipeline});
+      ring_.prev   = layout_.rank_of({coord_.tensor, (coord_.context + cp - 1) % cp, coord_.data, coord_.pipeline});
+    }
+    if (!is_moe(s_.model) || is_cnn(s_.model))
+      return;
+    const int ep       = s_.parallelism.expert;
+    moe_.tensor_group  = tp_group_;
+    moe_.expert_group  = ep > 1 ? group(fmt::format("expert/pp{}/tp{}/ep{}", coord_.pipeline, coord_.tensor,
+                                                    (coord_.context + layout_.context * coord_.data) / ep),
+                                        expert_group_ranks(layout_, ep, coord_))
+                               : -1;
+    const int replicas = layout_.context * layout_.data / ep;
+    experts_.begin_rank(replicas > 1 ? group(fmt::format("expert_data/pp{}/tp{}/e{}", coord_.pipeline, coord_.tensor,
+                                                         (coord_.context + layout_.context * coord_.data) % ep),
+                                             expert_data_group_ranks(layout_, ep, coord_))
+                                     : -1,
+                        replicas, stage_);
   }
 
   int virtual_stage(int chunk) const { return chunk * p_ + stage_; }
@@ -265,9 +368,16 @@ private:
     if (vs > 0)
       after = point_to_point(TaskKind::Recv, Stream::RecvPrev, rank_of_virtual_stage(vs - 1), tag(op.micro_batch, vs - 1, false),
                              plan_[vs - 1].output_bytes, Pass::Forward, op, after);
-    for (const Layer& layer : plan_[vs].layers)
-      for (const Block& b : layer.blocks)
+    const auto& layers = plan_[vs].layers;
+    dp_.begin_pass(op, Pass::Forward, unit_parameters(layers, false));
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const TaskId gathered = dp_.unit_parameters(static_cast<int>(i), after);
+      const TaskId first    = boost::num_vertices(builder_graph());
+      for (const Block& b : layers[i].blocks)
         after = block(b.forward, Pass::Forward, op, after, b.reduce_forward);
+      if (first < boost::num_vertices(builder_graph()))
+        builder_->depends(first, gathered);
+    }
     if (vs < last_virtual_stage())
       point_to_point(TaskKind::Send, Stream::SendNext, rank_of_virtual_stage(vs + 1), tag(op.micro_batch, vs, false),
                      plan_[vs].output_bytes, Pass::Forward, op, after);
@@ -278,26 +388,33 @@ private:
     const int vs      = virtual_stage(op.chunk);
     const bool split  = schedule_->splits_backward;
     const Pass pass   = split ? Pass::BackwardInput : Pass::Backward;
-    const bool grads  = last_for_chunk && !split; // weight gradients of the step are complete after this pass
+    const bool grads  = !split; // this pass produces the weight gradients
     TaskId after      = ProgramBuilder::kNone;
     if (vs < last_virtual_stage())
       after = point_to_point(TaskKind::Recv, Stream::RecvNext, rank_of_virtual_stage(vs + 1), tag(op.micro_batch, vs, true),
                              plan_[vs].output_bytes, pass, op, after);
     const auto& layers = plan_[vs].layers;
+    dp_.begin_pass(op, pass, unit_parameters(layers, true));
     for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+      const TaskId gathered = dp_.unit_parameters(static_cast<int>(layer - layers.rbegin()), after);
+      const TaskId first    = boost::num_vertices(builder_graph());
       if (layer->recomputed)
         for (const Block& b : layer->blocks)
           after = block(b.recompute, Pass::Recompute, op, after, b.reduce_forward);
       for (auto b = layer->blocks.rbegin(); b != layer->blocks.rend(); ++b)
         after = block(split ? b->backward_input : b->backward, pass, op, after, b->reduce_backward);
-      if (grads)
-        gradients_ready(layer->parameters, after);
+      if (first < boost::num_vertices(builder_graph()))
+        builder_->depends(first, gathered);
+      if (grads) {
+        dp_.gradients_ready(op, layer->parameters, after, last_for_chunk);
+        experts_.ready(layer->expert_parameters, after, last_for_chunk);
+      }
     }
     if (vs > 0)
       point_to_point(TaskKind::Send, Stream::SendPrev, rank_of_virtual_stage(vs - 1), tag(op.micro_batch, vs - 1, true),
                      plan_[vs - 1].output_bytes, pass, op, after);
     if (grads)
-      flush_bucket();
+      dp_.end_backward(last_for_chunk);
   }
 
   void weight(const PipeOp& op, bool last_for_chunk)
@@ -309,11 +426,10 @@ private:
       for (auto b = layer->blocks.rbegin(); b != layer->blocks.rend(); ++b)
         if (b->backward_weight >= 0)
           after = compute(b->backward_weight, Pass::BackwardWeight, op, after);
-      if (last_for_chunk)
-        gradients_ready(layer->parameters, after);
+      dp_.gradients_ready(op, layer->parameters, after, last_for_chunk);
+      experts_.ready(layer->expert_parameters, after, last_for_chunk);
     }
-    if (last_for_chunk)
-      flush_bucket();
+    dp_.end_backward(last_for_chunk);
   }
 
   double head_parameters() const
@@ -321,55 +437,34 @@ private:
     return s_.model.tied_embeddings ? 0.0 : double(s_.model.vocab_size) * s_.model.hidden_size / layout_.tensor;
   }
 
-  // --- data-parallel gradient reduction in buckets -----------------------------------------
-  struct Bucket {
-    double bytes = 0;
-    TaskId ready = ProgramBuilder::kNone;
-  };
-
-  void gradients_ready(double parameters, TaskId produced_by)
+  // --- data parallelism (workloads/data_parallel.hpp) -------------------------------------
+  // Each layer is a unit whose parameters ZeRO-3 / FSDP gathers, listed in the pass's order.
+  static std::vector<double> unit_parameters(const std::vector<Layer>& layers, bool backward)
   {
-    pending_.bytes += parameters * gradient_bytes(s_.training);
-    if (produced_by != ProgramBuilder::kNone)
-      pending_.ready = produced_by;
-    stage_parameters_ += parameters;
-    if (pending_.bytes >= s_.parallelism.bucket_bytes)
-      flush_bucket();
+    std::vector<double> units;
+    for (const Layer& l : layers)
+      units.push_back(l.parameters);
+    if (backward)
+      std::reverse(units.begin(), units.end());
+    return units;
   }
 
-  void flush_bucket()
-  {
-    if (pending_.bytes > 0)
-      buckets_.push_back(pending_);
-    pending_ = Bucket{};
-  }
+  const TaskGraph& builder_graph() const { return w_.ranks.back().graph; }
+
+  void flush_bucket() { dp_.end_backward(true); }
 
   void reduce_gradients_and_step(TaskId last_compute)
   {
-    const bool sharded = s_.parallelism.zero_stage >= 1;
-    const bool dp      = layout_.data * layout_.context > 1;
     const PipeOp none{PipeOp::Type::B, -1, 0};
-    TaskId after = ProgramBuilder::kNone;
-    for (const auto& b : buckets_) {
-      if (!dp)
-        break;
-      TaskId ready = s_.parallelism.overlap_grad_reduce && b.ready != ProgramBuilder::kNone ? b.ready : last_compute;
-      after = collective(Stream::Data, sharded ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, data_group(coord_),
-                         b.bytes, Pass::Backward, none, ready);
-    }
+    TaskId after = dp_.reduce_gradients(last_compute);
     if (p_ > 1 && !is_cnn(s_.model) && s_.model.tied_embeddings && (stage_ == 0 || stage_ == p_ - 1)) {
-      double bytes = double(s_.model.vocab_size) * s_.model.hidden_size / layout_.tensor * gradient_bytes(s_.training);
+      double bytes = double(s_.model.vocab_size) * s_.model.hidden_size / layout_.tensor * dp_.plan().gradient_bytes;
       after = collective(Stream::Data, CollectiveOp::AllReduce, embedding_group(coord_), bytes, Pass::Backward, none,
                          last_compute);
     }
-    double shard = stage_parameters_ / (sharded ? layout_.data * layout_.context : 1);
-    w_.works.push_back(Work{fmt::format("optimizer_stage{}", stage_),
-                            {memory_kernel("optimizer_step", shard * optimizer_bytes_per_parameter(s_.training))},
-                            0});
-    TaskId step = compute(static_cast<int>(w_.works.size() - 1), Pass::Optimizer, none, after);
-    if (sharded && dp) // the distributed optimizer gathers the updated weights back
-      collective(Stream::Data, CollectiveOp::AllGather, data_group(coord_),
-                 stage_parameters_ * element_bytes(s_.training.precision), Pass::Optimizer, none, step);
+    PassTasks tasks(*this, Pass::Optimizer, none);
+    after = experts_.reduce_and_step(tasks, w_.works, after, last_compute);
+    dp_.step(after);
   }
 
   void lower_rank(int rank)
@@ -377,33 +472,56 @@ private:
     coord_            = layout_.coord_of(rank);
     stage_            = coord_.pipeline;
     tp_group_         = layout_.tensor > 1 ? tensor_group(coord_) : -1;
-    buckets_.clear();
-    pending_          = Bucket{};
-    stage_parameters_ = 0;
-    w_.ranks.push_back(RankProgram{rank, stage_, {}});
+    begin_rank_blocks();
+    w_.ranks.emplace_back();
+    w_.ranks.back().rank  = rank;
+    w_.ranks.back().stage = stage_;
     ProgramBuilder builder(w_.ranks.back());
     builder_ = &builder;
+    dp_.begin_rank(builder, dp_.plan().replicas ? data_group(coord_) : -1, stage_);
 
-    std::vector<PipeOp> order = schedule_->order(stage_, shape_);
-    // The pass after which each chunk's weight gradients are complete.
+    std::vector<PipeOp> order = schedule_->order(stage_, lowered_shape_);
+    // Weight updates: one per step, or one per micro-batch (PipeDream), over every lowered step.
+    // The pass after which each update's weight gradients of each chunk are complete, and the
+    // pass that completes the update over all chunks.
     const PipeOp::Type grad_pass = schedule_->splits_backward ? PipeOp::Type::W : PipeOp::Type::B;
-    std::vector<size_t> last_grad_pass(v_, 0);
+    const int updates            = lowered_shape_.micro_batches / per_update_;
+    std::vector<size_t> last_grad_pass(static_cast<size_t>(updates) * v_, 0);
+    std::vector<size_t> update_done(static_cast<size_t>(updates), 0);
     for (size_t i = 0; i < order.size(); ++i)
-      if (order[i].type == grad_pass)
-        last_grad_pass[order[i].chunk] = i;
+      if (order[i].type == grad_pass) {
+        const int u = order[i].micro_batch / per_update_;
+        last_grad_pass[static_cast<size_t>(u) * v_ + order[i].chunk] = i;
+        update_done[u] = std::max(update_done[u], i);
+      }
 
     for (size_t i = 0; i < order.size(); ++i) {
       const PipeOp& op = order[i];
-      const bool last  = last_grad_pass[op.chunk] == i;
+      const int u      = op.micro_batch / per_update_;
+      const bool last  = last_grad_pass[static_cast<size_t>(u) * v_ + op.chunk] == i;
       switch (op.type) {
       case PipeOp::Type::F: forward(op); break;
       case PipeOp::Type::B: backward(op, last); break;
       case PipeOp::Type::W: weight(op, last); break;
       }
+      if (update_done[u] == i && u + 1 < updates) { // an update before the last: reduce, step, start afresh
+        flush_bucket();
+        reduce_gradients_and_step(last_compute_task());
+        end_update(u);
+      }
     }
     flush_bucket();
     reduce_gradients_and_step(last_compute_task());
+    end_update(updates - 1);
     builder_ = nullptr;
+  }
+
+  // Marks the end of a lowered step when update `u` is its last (only when several are lowered).
+  void end_update(int u)
+  {
+    const auto& g = w_.ranks.back().graph;
+    if (w_.steps > 1 && ((u + 1) * per_update_) % shape_.micro_batches == 0 && boost::num_vertices(g) > 0)
+      w_.ranks.back().step_ends.push_back(boost::num_vertices(g) - 1);
   }
 
   TaskId last_compute_task() const
@@ -421,7 +539,9 @@ private:
   Workload w_;
   std::vector<VirtualStage> plan_;
   const PipelineSchedule* schedule_ = nullptr;
-  PipelineShape shape_;
+  PipelineShape shape_;         // one step
+  PipelineShape lowered_shape_; // every lowered step (several without a flush)
+  int per_update_ = 1;          // micro-batches per weight update
   std::map<std::string, int> group_ids_;
 
   // Per rank being lowered.
@@ -429,9 +549,15 @@ private:
   int stage_     = 0;
   int tp_group_  = -1;
   ProgramBuilder* builder_ = nullptr;
-  std::vector<Bucket> buckets_;
-  Bucket pending_;
-  double stage_parameters_ = 0;
+  DataParallelLowering dp_{s_, w_.works};
+  // Context-parallel ring attention and MoE layers (set up by transformer_plan, per rank by
+  // begin_rank_blocks); custom_ maps a work to the block it stands for.
+  std::vector<BlockKind> custom_;
+  RingAttention ring_;
+  int attention_backward_weight_ = -1;
+  int ring_tag_                  = 0;
+  MoeBlock moe_;
+  ExpertGradients experts_{s_};
 };
 
 } // namespace

@@ -38,6 +38,18 @@ struct PipelineSchedule {
   bool splits_backward      = false; // B is input-gradient only; W passes come separately
   bool needs_virtual_stages = false;
   bool needs_whole_groups   = false; // micro-batches must be a multiple of the stages
+  bool needs_full_pipeline  = false; // micro-batches per step must be at least the stages
+  // false: no pipeline flush between steps (PipeDream): the next step's micro-batches enter
+  // while this step's last ones are still in flight. order() then runs over the micro-batches of
+  // several consecutive steps (shape.micro_batches = steps × m, numbered across steps), and the
+  // lowering measures one step in steady state (Workload::steps).
+  bool flushes = true;
+  // Micro-batches per weight update: 0 = one update per step (gradients accumulated over the
+  // step's m micro-batches); 1 = an update after every micro-batch's backward (PipeDream).
+  int micro_batches_per_update = 0;
+  // Weight versions a stage keeps at once (PipeDream's weight stashing); null = 1. The memory
+  // model counts each version's weights.
+  std::function<int(int stage, const PipelineShape&)> weight_versions = nullptr;
 };
 
 using ScheduleRegistry = Registry<PipelineSchedule>;

@@ -1,5 +1,7 @@
 #include "workloads/transformer.hpp"
 
+#include "workloads/moe.hpp"
+
 namespace stepsim {
 
 double element_bytes(const std::string& precision)
@@ -85,17 +87,17 @@ void attention_core(const Scenario& s, const Shape& x, bool backward, std::vecto
 
 } // namespace
 
-double layer_parameters_per_rank(const ModelSpec& m, int tensor)
+double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert)
 {
   double h    = m.hidden_size;
   double qkv  = h * (h + 2 * kv_hidden(m));
   double proj = h * h;
-  double mlp  = mlp_matrices(m) * h * m.ffn_hidden_size;
-  if (m.num_experts > 0)
-    mlp *= m.num_experts;
-  double biases = m.norm == "layernorm" ? (h + 2 * kv_hidden(m)) + h + m.ffn_hidden_size + h : 0;
+  bool moe    = is_moe(m); // the experts replace the MLP (workloads/moe.hpp)
+  double mlp  = moe ? 0 : mlp_matrices(m) * h * m.ffn_hidden_size;
+  double biases = m.norm == "layernorm" ? (h + 2 * kv_hidden(m)) + h + (moe ? 0 : m.ffn_hidden_size + h) : 0;
   double norms  = m.norm == "layernorm" ? 4 * h : 2 * h;
-  return (qkv + proj + mlp + biases) / tensor + norms;
+  double experts = moe ? expert_parameters_per_rank(m, tensor, expert) + router_parameters(m) : 0;
+  return (qkv + proj + mlp + biases) / tensor + norms + experts;
 }
 
 double embedding_parameters_per_rank(const ModelSpec& m, int tensor)
@@ -130,22 +132,33 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   const double mlp_n = x.ffn / x.t * (s.model.mlp == "swiglu" ? 2 : 1);
   const double act   = s.model.mlp == "swiglu" ? 3 : 2; // swiglu reads two inputs
 
-  std::vector<Kernel> attn_f = {elementwise("input_norm", nt, x.h, 2, x.e), fwd("qkv", x, qkv_n, x.h)};
-  attention_core(s, x, false, attn_f);
-  attn_f.push_back(fwd("attention_out", x, x.h, x.h / x.t));
-  attn_f.push_back(elementwise("dropout_residual", nt, x.h, 4, x.e));
+  auto joined = [](std::vector<Kernel> a, const std::vector<Kernel>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+
+  // The attention block in three parts: before its core, the core, after it. Context parallelism
+  // runs the core once per K/V block of the ring (workloads/context_parallel.hpp).
+  const std::vector<Kernel> attn_f_pre = {elementwise("input_norm", nt, x.h, 2, x.e), fwd("qkv", x, qkv_n, x.h)};
+  std::vector<Kernel> attn_f_core;
+  attention_core(s, x, false, attn_f_core);
+  const std::vector<Kernel> attn_f_post = {fwd("attention_out", x, x.h, x.h / x.t),
+                                           elementwise("dropout_residual", nt, x.h, 4, x.e)};
+  const std::vector<Kernel> attn_f = joined(joined(attn_f_pre, attn_f_core), attn_f_post);
 
   std::vector<Kernel> mlp_f = {elementwise("post_attention_norm", nt, x.h, 2, x.e), fwd("fc1", x, mlp_n, x.h),
                                elementwise(s.model.mlp == "swiglu" ? "swiglu" : "gelu", x.tokens, x.ffn / x.t, act, x.e),
                                fwd("fc2", x, x.h, x.ffn / x.t), elementwise("dropout_residual", nt, x.h, 4, x.e)};
 
-  std::vector<Kernel> attn_bi = {elementwise("dropout_residual_bwd", nt, x.h, 4, x.e),
-                                 dgrad("attention_out_dgrad", x, x.h, x.h / x.t)};
+  const std::vector<Kernel> attn_bi_post = {elementwise("dropout_residual_bwd", nt, x.h, 4, x.e),
+                                            dgrad("attention_out_dgrad", x, x.h, x.h / x.t)};
+  std::vector<Kernel> attn_bi_core;
   if (s.training.recompute == "selective") // the attention core is recomputed inside backward
-    attention_core(s, x, false, attn_bi);
-  attention_core(s, x, true, attn_bi);
-  attn_bi.push_back(dgrad("qkv_dgrad", x, qkv_n, x.h));
-  attn_bi.push_back(elementwise("input_norm_bwd", nt, x.h, 4, x.e));
+    attention_core(s, x, false, attn_bi_core);
+  attention_core(s, x, true, attn_bi_core);
+  const std::vector<Kernel> attn_bi_pre = {dgrad("qkv_dgrad", x, qkv_n, x.h),
+                                           elementwise("input_norm_bwd", nt, x.h, 4, x.e)};
+  const std::vector<Kernel> attn_bi = joined(joined(attn_bi_post, attn_bi_core), attn_bi_pre);
   std::vector<Kernel> attn_bw = {wgrad("attention_out_wgrad", x, x.h, x.h / x.t), wgrad("qkv_wgrad", x, qkv_n, x.h)};
 
   std::vector<Kernel> mlp_bi = {elementwise("dropout_residual_bwd", nt, x.h, 4, x.e),
@@ -153,11 +166,6 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
                                 elementwise("activation_bwd", x.tokens, x.ffn / x.t, act + 1, x.e),
                                 dgrad("fc1_dgrad", x, mlp_n, x.h), elementwise("post_attention_norm_bwd", nt, x.h, 4, x.e)};
   std::vector<Kernel> mlp_bw = {wgrad("fc2_wgrad", x, x.h, x.ffn / x.t), wgrad("fc1_wgrad", x, mlp_n, x.h)};
-
-  auto joined = [](std::vector<Kernel> a, const std::vector<Kernel>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-  };
 
   TransformerWorks w{};
   w.attention_forward         = add("attention_forward", attn_f);
@@ -170,6 +178,15 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   w.mlp_backward_weight       = add("mlp_backward_weight", mlp_bw);
   w.attention_recompute       = add("attention_recompute", attn_f);
   w.mlp_recompute             = add("mlp_recompute", mlp_f);
+  w.attention_parts           = {-1, -1, -1, -1, -1, -1};
+  if (s.parallelism.context > 1) {
+    w.attention_parts.qkv_forward   = add("attention_qkv_forward", attn_f_pre);
+    w.attention_parts.core_forward  = add("attention_core_forward", attn_f_core);
+    w.attention_parts.out_forward   = add("attention_out_forward", attn_f_post);
+    w.attention_parts.out_backward  = add("attention_out_backward", attn_bi_post);
+    w.attention_parts.core_backward = add("attention_core_backward", attn_bi_core);
+    w.attention_parts.qkv_backward  = add("attention_qkv_backward", attn_bi_pre);
+  }
 
   w.embedding_forward  = add("embedding_forward", {elementwise("embedding_lookup", x.tokens, x.h, 3, x.e)});
   w.embedding_backward = add("embedding_backward", {elementwise("embedding_grad", x.tokens, x.h, 3, x.e)});

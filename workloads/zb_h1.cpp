@@ -40,6 +40,8 @@ const bool registered = ScheduleRegistry::add(
                        double bubble = (s.stages - 1) / 3.0;
                        return bubble / (s.micro_batches + bubble);
                      },
+                     // The paper's ZB-H1 keeps 1F1B's peak: a delayed W holds only the inputs its
+                     // weight-gradient GEMMs need, which B's freed activations make room for.
                      [](int stage, const PipelineShape& s) { return std::min(s.stages - stage, s.micro_batches); },
                      true, false, false});
 

@@ -1,8 +1,12 @@
 #include "tools/driver/collective_bench.hpp"
 
+#include "tools/driver/collective_groups.hpp"
+
 #include "models/collective.hpp"
+#include "models/device.hpp"
 #include "models/link_calibration.hpp"
 #include "sim/input_error.hpp"
+#include "sim/json_reader.hpp"
 #include "sim/replay.hpp"
 #include "topologies/platform.hpp"
 #include "tools/driver/simulate.hpp"
@@ -15,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <stdexcept>
 
 namespace stepsim {
@@ -55,12 +60,13 @@ Workload collective_workload(const PlatformSpec& platform, const std::vector<int
 {
   Workload w;
   w.world_size = platform.total_gpus();
-  w.groups.push_back(Group{"bench", members});
+  w.groups.push_back(Group{"bench", members, {}, false, 0});
   std::vector<int> ranks = members; // the group keeps its ring order; programs go by rank
   std::sort(ranks.begin(), ranks.end());
   w.ranks.reserve(ranks.size());
   for (int rank : ranks) {
-    w.ranks.push_back(RankProgram{rank, 0, {}});
+    w.ranks.emplace_back();
+    w.ranks.back().rank = rank;
     ProgramBuilder b(w.ranks.back());
     Task t;
     t.kind   = TaskKind::Collective;
@@ -70,6 +76,7 @@ Workload collective_workload(const PlatformSpec& platform, const std::vector<int
     t.op     = op;
     b.add(t);
   }
+  describe_groups(w, platform, {}, 0); // which members share a node, NVLS (tools/driver/collective_groups.hpp)
   return w;
 }
 
@@ -87,7 +94,7 @@ double bus_bandwidth_factor(CollectiveOp op, int n)
 }
 
 double time_collective(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op, double bytes,
-                       const std::string& algorithm)
+                       const std::string& algorithm, bool analytic_network)
 {
   const auto& chosen = CollectiveRegistry::get(algorithm, "--algorithm");
   Workload w         = collective_workload(platform, members, op, bytes);
@@ -100,8 +107,12 @@ double time_collective(const PlatformSpec& platform, const std::vector<int>& mem
       char* argv[] = {name, nullptr};
       simgrid::s4u::Engine engine(&argc, argv);
       configure_network_model();
-      BuiltPlatform built = build_platform(with_achieved_bandwidth(platform, load_link_efficiency()), ranks_in_use(w));
-      result["seconds"]   = replay(w, built.gpus, chosen).end_s;
+      const LinkEfficiency links = load_link_efficiency();
+      BuiltPlatform built        = build_platform(with_achieved_bandwidth(platform, links), ranks_in_use(w));
+      ReplayOptions options;
+      options.analytic_network          = analytic_network;
+      options.collective_base_latency_s = links.collective_base_latency_s;
+      result["seconds"] = replay(w, built.gpus, chosen, options).end_s;
     } catch (const std::exception& e) {
       result["error"] = e.what();
     }
@@ -114,6 +125,60 @@ double time_collective(const PlatformSpec& platform, const std::vector<int>& mem
     throw std::runtime_error(fmt::format("the {} of {} bytes ended at {} s, which is not a duration",
                                          collective_name(op), bytes, seconds));
   return seconds;
+}
+
+} // namespace stepsim
+
+namespace stepsim {
+
+std::vector<std::string> platform_presets()
+{
+  std::vector<std::string> names;
+  const std::filesystem::path dir = std::filesystem::path(config_dir()) / "platforms";
+  if (std::filesystem::is_directory(dir))
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+      if (entry.path().extension() == ".json")
+        names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Scenario platform_scenario(const std::string& preset, const std::string& platform_file, int nodes)
+{
+  std::string file = platform_file;
+  if (!preset.empty()) {
+    const auto names = platform_presets();
+    if (std::find(names.begin(), names.end(), preset) == names.end()) {
+      std::string known, near = closest_name(preset, names);
+      for (const auto& n : names)
+        known += (known.empty() ? "" : ", ") + n;
+      throw InputError({fmt::format("--preset: unknown platform preset \"{}\"{}; presets in configs/platforms/: {}", preset,
+                                    near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near), known)});
+    }
+    file = (std::filesystem::path(config_dir()) / "platforms" / (preset + ".json")).string();
+  }
+  nlohmann::json doc = read_json_file(file);
+  if (!doc.is_object() || !doc.contains("platform") || !doc["platform"].is_object())
+    throw InputError({fmt::format("{}: expected an object {{\"platform\": {{...}}}}", file)});
+  nlohmann::json platform = doc["platform"];
+  if (nodes < 0 || nodes > 1 << 17)
+    throw InputError({fmt::format("--nodes: expected a node count from 1 to 131072, got {}", nodes)});
+  if (nodes > 0 && platform.contains("node_groups") && platform["node_groups"].is_array() &&
+      !platform["node_groups"].empty() && platform["node_groups"][0].is_object())
+    platform["node_groups"][0]["count"] = nodes;
+  // The scenario only carries the platform: a one-layer model, pure data parallelism over every GPU.
+  long long gpus = 0;
+  if (platform.contains("node_groups") && platform["node_groups"].is_array())
+    for (const auto& g : platform["node_groups"])
+      if (g.is_object())
+        gpus += g.value("count", 1LL) * g.value("gpus_per_node", 8LL);
+  nlohmann::json scenario = {
+      {"name", preset.empty() ? std::filesystem::path(file).stem().string() : preset},
+      {"model", {{"num_layers", 1}, {"hidden_size", 64}, {"num_attention_heads", 1}, {"seq_length", 8}, {"vocab_size", 64}}},
+      {"training", {{"global_batch_size", std::max(1LL, gpus)}}},
+      {"parallelism", {{"data", std::max(1LL, gpus)}}},
+      {"platform", platform}};
+  return scenario_from_json(scenario, std::filesystem::path(file).parent_path().string());
 }
 
 } // namespace stepsim

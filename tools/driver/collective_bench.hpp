@@ -32,7 +32,17 @@ double bus_bandwidth_factor(CollectiveOp op, int n);
 // Replays one collective on `platform` (built with the achieved link bandwidths, as `stepsim
 // run` does) in a child process, and returns its duration in seconds. `algorithm` must accept
 // `op` on `members.size()` members (check with CollectiveAlgorithm::steps first).
+// NCCL's base latency per collective (configs/calibration/links.json) is added as `run` adds it;
+// `analytic_network` times it by its closed form instead of flows (simulation.network_fidelity).
 double time_collective(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op, double bytes,
-                       const std::string& algorithm);
+                       const std::string& algorithm, bool analytic_network = false);
+
+// The platform of a preset (configs/platforms/NAME.json) or of a platform file, both
+// {"platform": {...}}, as a scenario whose only job is to carry it (`stepsim collective
+// --preset / --platform`); `nodes` > 0 sets the node count of its first node group. Throws
+// InputError naming the option or the platform's JSON path.
+Scenario platform_scenario(const std::string& preset, const std::string& platform_file, int nodes);
+// The names of configs/platforms/*.json.
+std::vector<std::string> platform_presets();
 
 } // namespace stepsim

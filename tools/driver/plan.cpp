@@ -6,6 +6,7 @@
 #include "sim/json_reader.hpp"
 #include "tools/driver/process_pool.hpp"
 #include "tools/driver/simulate.hpp"
+#include "topologies/preset.hpp"
 #include "workloads/transformer.hpp"
 
 #include <fmt/format.h>
@@ -143,7 +144,7 @@ double estimate_step_seconds(const Scenario& s)
 PlanResult plan(const nlohmann::json& base_doc, const std::string& base_dir, const PlanOptions& options)
 {
   // The GPU count first, from the document, as the scenario's own degrees need not fit it.
-  nlohmann::json base = base_doc;
+  nlohmann::json base = expand_platform_preset(base_doc); // a preset becomes the fields it stands for
   const nlohmann::json::json_pointer group("/platform/node_groups/0");
   int per_node = 8, nodes = 1;
   if (base.contains(group) && base[group].is_object()) {

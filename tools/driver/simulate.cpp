@@ -8,13 +8,19 @@
 #include "sim/graph_check.hpp"
 #include "sim/json_reader.hpp"
 #include "sim/metrics.hpp"
+#include "sim/link_slowdown.hpp"
 #include "sim/replay.hpp"
+#include "tools/driver/collective_groups.hpp"
+#include "tools/driver/placement.hpp"
+#include "topologies/preset.hpp"
+#include "topologies/node_type.hpp"
 #include "topologies/platform.hpp"
 #include "workloads/cnn.hpp"
 #include "workloads/lower.hpp"
 #include "workloads/schedule.hpp"
 
 #include <simgrid/s4u.hpp>
+#include <boost/range/iterator_range.hpp>
 #include <xbt/log.h>
 
 #include <fmt/format.h>
@@ -32,8 +38,9 @@ namespace stepsim {
 
 Scenario scenario_from_json(const nlohmann::json& document, const std::string& base_dir)
 {
-  Scenario s = parse_scenario(document, base_dir);
+  Scenario s = parse_scenario(expand_platform_preset(document), base_dir);
   validate(s);
+  balance_stage_layers(s);
   return s;
 }
 
@@ -70,63 +77,118 @@ void validate(const Scenario& s)
       throw InputError({fmt::format("training.global_batch_size: schedule \"{}\" needs micro-batches per replica ({}) "
                                     "to be a multiple of pipeline {}",
                                     s.parallelism.schedule, s.micro_batches_per_replica(), s.parallelism.pipeline)});
+    if (schedule.needs_full_pipeline && s.micro_batches_per_replica() < s.parallelism.pipeline)
+      throw InputError({fmt::format("training.global_batch_size: schedule \"{}\" needs at least as many micro-batches "
+                                    "per replica ({}) as pipeline stages ({})",
+                                    s.parallelism.schedule, s.micro_batches_per_replica(), s.parallelism.pipeline)});
     if (!schedule.needs_virtual_stages && s.parallelism.virtual_stages > 1)
       throw InputError({fmt::format("parallelism.virtual_stages: {} chunks need an interleaved schedule, not \"{}\"",
                                     s.parallelism.virtual_stages, s.parallelism.schedule)});
   });
   check([&] {
-    // An algorithm may not handle every group size (halving-doubling needs a power of two): ask
-    // it about the groups this plan will form, so that a misfit is bad input, not a failed run.
-    const auto& algorithm = CollectiveRegistry::get(s.simulation.collective_algorithm, "simulation.collective_algorithm");
-    const std::pair<const char*, int> groups[] = {{"tensor", s.parallelism.tensor},
-                                                  {"data", s.parallelism.data * s.parallelism.context}};
-    for (const auto& [name, n] : groups)
-      for (CollectiveOp op : {CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter}) {
-        try {
-          algorithm.steps(op, n);
-        } catch (const std::invalid_argument& e) {
-          throw InputError({fmt::format("simulation.collective_algorithm: \"{}\" cannot run the {} group of {}: {}",
-                                        s.simulation.collective_algorithm, name, n, e.what())});
-        }
+    // An algorithm may not handle every group (halving-doubling needs a power of two, NVLS one
+    // NVSwitch node): ask it about the all-reduces of the groups this plan will form, so that a
+    // misfit is bad input, not a failed run. simulate() checks every collective once lowered.
+    const CollectiveAlgorithm algorithm = scenario_collective_algorithm(s.simulation);
+    const auto& first = s.platform.node_groups.front();
+    bool nvls         = false;
+    try {
+      nvls = in_switch_reduction(first);
+    } catch (const InputError&) { // an unknown device is reported by its own check
+    }
+    const int tensor = s.parallelism.tensor, data = s.parallelism.data * s.parallelism.context;
+    const bool tensor_in_node = tensor <= first.gpus_per_node;
+    const std::pair<const char*, GroupShape> groups[] = {
+        {"tensor", tensor_in_node ? group_shape(std::vector<int>(static_cast<size_t>(tensor), 0), nvls) : group_shape(tensor)},
+        {"data", group_shape(data)}};
+    const auto forced = s.simulation.collective_algorithm_per_op.find("all_reduce");
+    const bool per_op = forced != s.simulation.collective_algorithm_per_op.end();
+    for (const auto& [name, g] : groups) {
+      try {
+        concrete_algorithm(algorithm, CollectiveOp::AllReduce, g, 1e6).steps(CollectiveOp::AllReduce, g, 1e6);
+      } catch (const std::invalid_argument& e) {
+        throw InputError({fmt::format("simulation.collective_algorithm{}: \"{}\" cannot run the {} group of {}: {}",
+                                      per_op ? ".all_reduce" : "", per_op ? forced->second : s.simulation.collective_algorithm,
+                                      name, g.n, e.what())});
       }
+    }
   });
   check([&] { ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model"); });
   check([&] { FabricRegistry::get(s.platform.network.topology, "platform.network.topology"); });
+  check([&] { check_node_types(s.platform); });
   check([&] { check_cnn(s); });
-  if (s.platform.node_groups.size() > 1)
-    problems.add("platform.node_groups", "several node groups in one job are not supported yet; use one group");
+  problems.throw_if_any();
+  // Reduced fidelity lets one rank stand for its stage: that needs the whole stage on one GPU type.
+  if (s.platform.node_groups.size() > 1 && s.simulation.fidelity == "reduced") {
+    const Placement placement = place_ranks(s);
+    for (size_t stage = 0; stage < placement.group_of_stage.size(); ++stage)
+      if (placement.group_of_stage[stage] < 0)
+        problems.add("simulation.fidelity",
+                     fmt::format("pipeline stage {} runs on GPUs of several node groups, so one rank cannot stand for "
+                                 "it: place whole stages on groups (platform.placement.stages) or use \"full\"",
+                                 stage));
+  }
   problems.throw_if_any();
 }
 
 namespace {
 
-void fill_analytic(const Scenario& s, const Device& device, Report& r)
+// Returns the stage with the least room left in its device's memory (the one whose breakdown
+// the report keeps).
+int fill_analytic(const Scenario& s, const Placement& placement, const std::vector<Device>& devices, Report& r)
 {
   const auto& shape_schedule = ScheduleRegistry::get(s.parallelism.schedule, "parallelism.schedule");
   PipelineShape shape{s.parallelism.pipeline, static_cast<int>(s.micro_batches_per_replica()),
                       s.parallelism.virtual_stages};
   r.name                  = s.name;
   r.gpus                  = s.platform.total_gpus();
-  r.device                = device.name;
+  r.device                = device_names_of(devices);
   r.schedule              = s.parallelism.schedule;
   r.fidelity              = s.simulation.fidelity;
   r.micro_batches         = shape.micro_batches;
   r.model_flops_per_step  = model_flops_per_step(s);
-  r.memory_capacity_bytes = device.memory_bytes;
   r.stages.clear();
+  r.fits_in_memory = true;
+  double tightest  = -1; // the stage closest to (or furthest over) its device's capacity
+  int tightest_stage = 0;
   for (int stage = 0; stage < s.parallelism.pipeline; ++stage) {
     StageReport st;
     st.stage                    = stage;
     st.textbook_bubble_fraction = shape_schedule.textbook_bubble(shape);
-    MemoryBreakdown m           = stage_memory(s, stage, shape_schedule.peak_in_flight(stage, shape));
+    MemoryBreakdown m           = stage_memory(s, stage, shape_schedule.peak_in_flight(stage, shape),
+                                               shape_schedule.weight_versions ? shape_schedule.weight_versions(stage, shape) : 1);
+    const Device& device        = stage_device(s, placement, devices, stage);
     st.memory_bytes             = m.total();
-    if (m.total() >= r.memory_peak_bytes) {
-      r.memory_peak_bytes = m.total();
-      r.memory            = m;
+    st.device                   = device.name;
+    st.layers                   = is_cnn(s.model) ? 0 : s.layers_on_stage(stage);
+    r.fits_in_memory            = r.fits_in_memory && m.total() <= device.memory_bytes;
+    if (m.total() / device.memory_bytes >= tightest) {
+      tightest                = m.total() / device.memory_bytes;
+      tightest_stage          = stage;
+      r.memory_peak_bytes     = m.total();
+      r.memory_capacity_bytes = device.memory_bytes;
+      r.memory                = m;
     }
     r.stages.push_back(st);
   }
-  r.fits_in_memory = r.memory_peak_bytes <= device.memory_bytes;
+  return tightest_stage;
+}
+
+// How the replay times the network, and the straggler knobs, from the scenario.
+ReplayOptions replay_options(const Scenario& s, const LinkEfficiency& links, int link_count)
+{
+  ReplayOptions o;
+  o.analytic_network          = s.simulation.network_fidelity == "analytic";
+  o.collective_base_latency_s = links.collective_base_latency_s;
+  for (const auto& st : s.simulation.stragglers)
+    if (st.rank >= 0) {
+      o.compute_slowdown.resize(static_cast<size_t>(s.platform.total_gpus()), 1.0);
+      o.compute_slowdown[static_cast<size_t>(st.rank)] *= st.slowdown;
+    }
+  o.jitter_sigma = s.simulation.jitter_sigma;
+  o.jitter_seed  = s.simulation.jitter_seed;
+  o.record_links = link_count > 0;
+  return o;
 }
 
 void silence_simgrid()
@@ -138,35 +200,38 @@ void silence_simgrid()
 
 Report analytic_report(const Scenario& s)
 {
-  Device device = load_device(s.platform.node_groups.front().gpu, "platform.node_groups[0].gpu");
   Report r;
-  fill_analytic(s, device, r);
+  fill_analytic(s, place_ranks(s), group_devices(s), r);
   return r;
 }
 
 std::string memory_problem(const Scenario& s)
 {
-  Report r = analytic_report(s);
+  const Placement placement = place_ranks(s);
+  Report r;
+  const int stage = fill_analytic(s, placement, group_devices(s), r);
   if (r.fits_in_memory)
     return "";
-  int stage = 0;
-  for (const auto& st : r.stages)
-    if (st.memory_bytes >= r.memory_peak_bytes)
-      stage = st.stage;
+  const int group = std::max(0, placement.group_of_stage[static_cast<size_t>(stage)]);
   constexpr double GiB = 1024.0 * 1024 * 1024;
   const auto& m        = r.memory;
-  return fmt::format("platform.node_groups[0].gpu: does not fit in memory: pipeline stage {} needs {:.2f} GiB per GPU "
+  return fmt::format("platform.node_groups[{}].gpu: does not fit in memory: pipeline stage {} needs {:.2f} GiB per GPU "
                      "(weights {:.2f}, gradients {:.2f}, optimizer {:.2f}, activations {:.2f}, buffers {:.2f} GiB) "
                      "but {} has {:.2f} GiB",
-                     stage, r.memory_peak_bytes / GiB, m.weights / GiB, m.gradients / GiB, m.optimizer / GiB,
-                     m.activations / GiB, m.buffers / GiB, r.device, r.memory_capacity_bytes / GiB);
+                     group, stage, r.memory_peak_bytes / GiB, m.weights / GiB, m.gradients / GiB, m.optimizer / GiB,
+                     m.activations / GiB, m.buffers / GiB, r.stages[static_cast<size_t>(stage)].device,
+                     r.memory_capacity_bytes / GiB);
 }
 
-Report simulate(const Scenario& s, Timeline* timeline)
+Report simulate(const Scenario& s, Timeline* timeline, int link_count)
 {
-  Device device = load_device(s.platform.node_groups.front().gpu, "platform.node_groups[0].gpu");
+  const Placement placement         = place_ranks(s);
+  const std::vector<Device> devices = group_devices(s);
+  auto device_of_rank = [&](int rank) -> const Device& {
+    return devices[static_cast<size_t>(placement.group_of_rank[static_cast<size_t>(rank)])];
+  };
   Report r;
-  fill_analytic(s, device, r);
+  fill_analytic(s, placement, devices, r);
   // A step time for a job that cannot run would mislead, so a scenario that does not fit is bad
   // input unless asked for. Checked here rather than in validate() so that FLOP and memory queries
   // (analytic_report, plans) still accept it.
@@ -174,9 +239,20 @@ Report simulate(const Scenario& s, Timeline* timeline)
     throw InputError({memory_problem(s) + "; pass --allow-oom (simulation.allow_oom) to simulate it anyway"});
 
   Workload workload = lower(s);
+  describe_groups(workload, s.platform, placement.gpu_of_rank, s.simulation.nccl_channels);
+  const CollectiveAlgorithm collectives = scenario_collective_algorithm(s.simulation);
+  check_collectives(workload, s.simulation, collectives);
   check_task_graphs(workload); // a graph that would deadlock fails here, naming the rank and task
-  assign_work_seconds(workload, device, ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model"),
+  std::vector<const Device*> device_of_program;
+  for (const auto& program : workload.ranks)
+    device_of_program.push_back(&device_of_rank(program.rank));
+  assign_work_seconds(workload, device_of_program,
+                      ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model"),
                       s.training.precision);
+  for (auto& program : workload.ranks)
+    program.comm_compute_interference = s.simulation.comm_compute_interference
+                                            ? device_of_rank(program.rank).calibration.comm_compute_interference
+                                            : 0.0;
 
   silence_simgrid();
   int argc    = 1;
@@ -184,16 +260,60 @@ Report simulate(const Scenario& s, Timeline* timeline)
   char* argv[] = {name, nullptr};
   simgrid::s4u::Engine engine(&argc, argv);
   configure_network_model();
-  BuiltPlatform platform =
-      build_platform(with_achieved_bandwidth(s.platform, load_link_efficiency()), ranks_in_use(workload));
-  ReplayResult result =
-      replay(workload, platform.gpus, CollectiveRegistry::get(s.simulation.collective_algorithm, "simulation.collective_algorithm"));
+  // Ranks are placed on GPUs (tools/driver/placement.hpp); the platform numbers GPUs.
+  const std::vector<bool> rank_in_use = ranks_in_use(workload);
+  std::vector<bool> gpu_in_use(rank_in_use.size(), false);
+  for (size_t rank = 0; rank < rank_in_use.size(); ++rank)
+    gpu_in_use[static_cast<size_t>(placement.gpu_of_rank[rank])] = rank_in_use[rank];
+  const LinkEfficiency links = load_link_efficiency();
+  // CPU hosts and host links only where the job copies to host memory (offload, FCDP).
+  bool host_side = false;
+  for (const auto& program : workload.ranks)
+    for (auto v : boost::make_iterator_range(boost::vertices(program.graph)))
+      host_side = host_side || program.graph[v].kind == TaskKind::HostCopy || program.graph[v].stream == Stream::Host;
+  BuiltPlatform platform = build_platform(with_achieved_bandwidth(s.platform, links), gpu_in_use, host_side);
+  slow_links(s.simulation.stragglers);
+  std::vector<simgrid::s4u::Host*> host_of_rank(rank_in_use.size(), nullptr);
+  for (size_t rank = 0; rank < rank_in_use.size(); ++rank)
+    host_of_rank[rank] = platform.gpus[static_cast<size_t>(placement.gpu_of_rank[rank])];
+  ReplayResult result = replay(workload, host_of_rank, collectives, replay_options(s, links, link_count));
 
   if (!std::isfinite(result.end_s) || result.end_s <= 0)
     throw std::runtime_error(fmt::format("the simulation ended at {} s, which is not a step time", result.end_s));
   r.step_time_s     = result.end_s;
+  // Without a flush the step is measured in steady state: on each rank, from the end of the
+  // previous step's weight update to the end of its own; the step time is the longest.
+  std::vector<Interval> windows(workload.ranks.size(), Interval{0, result.end_s});
+  if (workload.steps > 1) {
+    r.step_time_s = 0;
+    for (size_t i = 0; i < workload.ranks.size(); ++i) {
+      const auto& ends = workload.ranks[i].step_ends;
+      const auto k     = static_cast<size_t>(workload.measured_step);
+      if (ends.size() != static_cast<size_t>(workload.steps) || k == 0)
+        throw std::logic_error(fmt::format("rank {}: {} step ends for {} lowered steps", workload.ranks[i].rank,
+                                           ends.size(), workload.steps));
+      windows[i]    = {result.ranks[i].tasks[ends[k - 1]].end, result.ranks[i].tasks[ends[k]].end};
+      r.step_time_s = std::max(r.step_time_s, windows[i].end - windows[i].start);
+    }
+    if (!std::isfinite(r.step_time_s) || r.step_time_s <= 0)
+      throw std::runtime_error(fmt::format("the steady-state step lasted {} s, which is not a step time", r.step_time_s));
+  }
   r.simulated_ranks = static_cast<long long>(workload.ranks.size());
   r.activities      = result.activities;
+  for (CollectiveOp op : {CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter,
+                          CollectiveOp::AllToAll, CollectiveOp::Broadcast, CollectiveOp::Reduce}) {
+    auto it = result.collective_algorithms.find(collective_name(op));
+    r.collective_algorithms[collective_name(op)] = it == result.collective_algorithms.end() ? "" : it->second;
+  }
+  r.network_fidelity = s.simulation.network_fidelity;
+  for (size_t i = 0; i < result.links.size() && i < static_cast<size_t>(std::max(0, link_count)); ++i)
+    r.links.push_back(LinkReport{result.links[i].name, result.links[i].bytes, result.links[i].busy_s,
+                                 result.links[i].busy_s / r.step_time_s});
+  const bool what_if = !s.simulation.stragglers.empty() || s.simulation.jitter_sigma > 0;
+  for (const auto& w : result.waits)
+    if (what_if || link_count > 0)
+      r.waits.push_back(WaitReport{w.rank, w.peer, w.group >= 0 ? workload.groups[static_cast<size_t>(w.group)].name : "",
+                                   w.seconds});
   if (timeline != nullptr) {
     *timeline               = build_timeline(workload, result);
     timeline->name          = s.name;
@@ -204,7 +324,7 @@ Report simulate(const Scenario& s, Timeline* timeline)
   // Per stage: the simulated rank of that stage with the most exposed communication.
   std::vector<bool> seen(r.stages.size(), false);
   for (size_t i = 0; i < workload.ranks.size(); ++i) {
-    RankMetrics m   = rank_metrics(workload.ranks[i], result.ranks[i]);
+    RankMetrics m   = rank_metrics(workload.ranks[i], result.ranks[i], windows[i]);
     StageReport& st = r.stages[static_cast<size_t>(workload.ranks[i].stage)];
     if (seen[static_cast<size_t>(st.stage)] && m.exposed_comm_s <= st.exposed_comm_s)
       continue;
@@ -230,13 +350,21 @@ Report simulate(const Scenario& s, Timeline* timeline)
   r.tokens_per_s             = r.samples_per_s * s.model.seq_length;
   r.model_tflops_per_gpu     = r.model_flops_per_step / r.step_time_s / gpus / 1e12;
   r.hardware_tflops_per_gpu  = hardware_flops_per_step(s) / r.step_time_s / gpus / 1e12;
-  const double peak          = device.peak(s.training.precision);
-  r.mfu                      = r.model_tflops_per_gpu * 1e12 / peak;
-  r.hfu                      = r.hardware_tflops_per_gpu * 1e12 / peak;
-  // Every GPU of a stage behaves like the stage's reported rank (the stages are its representatives).
-  const double gpus_per_stage = gpus / s.parallelism.pipeline;
-  for (const auto& st : r.stages)
-    r.energy_j_per_step += gpus_per_stage * (st.compute_s * device.tdp_w + (r.step_time_s - st.compute_s) * device.idle_w);
+  // Over the peak of the GPUs used: with mixed types, their mean peak.
+  double peak_sum = 0;
+  for (size_t rank = 0; rank < placement.group_of_rank.size(); ++rank)
+    peak_sum += device_of_rank(static_cast<int>(rank)).peak(s.training.precision);
+  const double peak = peak_sum / gpus;
+  r.mfu             = r.model_tflops_per_gpu * 1e12 / peak;
+  r.hfu             = r.hardware_tflops_per_gpu * 1e12 / peak;
+  // Every GPU of a stage behaves like the stage's reported rank (the stages are its
+  // representatives), at its own device's power.
+  const size_t ranks_per_stage = placement.group_of_rank.size() / static_cast<size_t>(s.parallelism.pipeline);
+  for (size_t rank = 0; rank < placement.group_of_rank.size(); ++rank) {
+    const StageReport& st = r.stages[rank / ranks_per_stage];
+    const Device& device  = device_of_rank(static_cast<int>(rank));
+    r.energy_j_per_step += st.compute_s * device.tdp_w + (r.step_time_s - st.compute_s) * device.idle_w;
+  }
   const double tokens   = r.tokens_per_s * r.step_time_s; // none for a CNN, which has images
   r.energy_j_per_token  = tokens > 0 ? r.energy_j_per_step / tokens : 0;
   // A report never carries a NaN or an infinity: that would be a wrong answer, not a figure.

@@ -30,7 +30,8 @@ std::string memory_problem(const Scenario& s);
 // this once; simulate_isolated runs it in a child process and may be called any number of times.
 // When `timeline` is given it receives what every simulated rank did and when (for traces and
 // pictures).
-Report simulate(const Scenario& s, Timeline* timeline = nullptr);
+// With `link_count` > 0 the report lists that many of the busiest links (`run --links`).
+Report simulate(const Scenario& s, Timeline* timeline = nullptr, int link_count = 0);
 Report simulate_isolated(const Scenario& s);
 
 // Runs `body` in a forked child process and returns the text it produced (SimGrid's one engine

@@ -9,6 +9,9 @@
 #include "tools/stepsim/command.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
 
 #include <memory>
 #include <sstream>
@@ -18,9 +21,10 @@ namespace stepsim {
 namespace {
 
 struct CollectiveOptions {
-  std::string file, op = "all_reduce", algorithm, sizes, min = "1MB", max = "1GB";
+  std::string file, platform, preset, op = "all_reduce", algorithm, sizes, min = "1MB", max = "1GB", json_out, network;
   std::vector<std::string> sets;
   int gpus    = 0;
+  int nodes   = 0;
   bool stride = false;
 };
 
@@ -52,48 +56,82 @@ std::vector<double> sizes_of(const CollectiveOptions& o)
 
 int run(const CollectiveOptions& o)
 {
-  Scenario s = load_scenario(o.file, o.sets);
+  const int sources = (o.file.empty() ? 0 : 1) + (o.platform.empty() ? 0 : 1) + (o.preset.empty() ? 0 : 1);
+  if (sources != 1)
+    throw InputError({"FILE: give exactly one of a scenario FILE, --platform FILE or --preset NAME"});
+  if (!o.sets.empty() && o.file.empty())
+    throw InputError({"--set: applies to a scenario FILE only"});
+  if (o.nodes != 0 && !o.file.empty())
+    throw InputError({"--nodes: applies to --platform and --preset only (use --set platform.node_groups.0.count=N)"});
+  Scenario s = o.file.empty() ? platform_scenario(o.preset, o.platform, o.nodes) : load_scenario(o.file, o.sets);
   auto op    = benchmark_op(o.op);
   if (!op)
     throw InputError({fmt::format("--op: expected all_reduce, all_gather, reduce_scatter or all_to_all, got \"{}\"", o.op)});
+  const std::string network = o.network.empty() ? s.simulation.network_fidelity : o.network;
+  if (network != "flow" && network != "analytic")
+    throw InputError({fmt::format("--network: expected flow or analytic, got \"{}\"", network)});
   const std::string algorithm = o.algorithm.empty() ? s.simulation.collective_algorithm : o.algorithm;
   const auto& chosen          = CollectiveRegistry::get(algorithm, "--algorithm");
   std::vector<int> members    = benchmark_group(s.platform, o.gpus, o.stride);
   const int n                 = static_cast<int>(members.size());
-  try {
-    chosen.steps(*op, n);
+  try { // the node of each member, for algorithms that need it (hierarchical, NVLS)
+    std::vector<int> node;
+    for (int gpu : members)
+      node.push_back(gpu / std::max(1, s.platform.node_groups.front().gpus_per_node));
+    const GroupShape shape = group_shape(node);
+    concrete_algorithm(chosen, *op, shape, 1.0).steps(*op, shape, 1.0);
   } catch (const std::invalid_argument& e) {
     throw InputError({fmt::format("--algorithm: {} (group of {} members)", e.what(), n)});
   }
   const std::vector<double> sizes = sizes_of(o);
+  const double factor             = bus_bandwidth_factor(*op, n);
 
-  fmt::print("# {} of {} GPUs ({}), algorithm {}, platform of {}\n", collective_name(*op), n,
-             o.stride ? "one per node" : "the first GPUs", algorithm, s.name);
-  fmt::print("# busbw = algbw x {:.4f} ({})\n", bus_bandwidth_factor(*op, n),
-             *op == CollectiveOp::AllReduce ? "2(n-1)/n" : "(n-1)/n");
-  fmt::print("{:>14} {:>14} {:>13} {:>13}\n", "size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)");
-  for (double bytes : sizes) {
-    const double seconds = time_collective(s.platform, members, *op, bytes, algorithm);
-    const double algbw   = bytes / seconds / 1e9;
-    fmt::print("{:>14.0f} {:>14.2f} {:>13.2f} {:>13.2f}\n", bytes, seconds * 1e6, algbw,
-               algbw * bus_bandwidth_factor(*op, n));
+  nlohmann::json doc = {{"op", collective_name(*op)}, {"gpus", n},         {"one_per_node", o.stride},
+                        {"algorithm", algorithm},     {"platform", s.name}, {"network_fidelity", network},
+                        {"busbw_factor", factor},     {"rows", nlohmann::json::array()}};
+  const bool table = o.json_out != "-";
+  if (table) {
+    fmt::print("# {} of {} GPUs ({}), algorithm {}, {} network, platform of {}\n", collective_name(*op), n,
+               o.stride ? "one per node" : "the first GPUs", algorithm, network, s.name);
+    fmt::print("# busbw = algbw x {:.4f} ({})\n", factor, *op == CollectiveOp::AllReduce ? "2(n-1)/n" : "(n-1)/n");
+    fmt::print("{:>14} {:>14} {:>14} {:>13} {:>13}\n", "size (B)", "count (fp32)", "time (us)", "algbw (GB/s)",
+               "busbw (GB/s)");
   }
+  for (double bytes : sizes) {
+    const double seconds = time_collective(s.platform, members, *op, bytes, algorithm, network == "analytic");
+    const double algbw   = bytes / seconds / 1e9;
+    if (table)
+      fmt::print("{:>14.0f} {:>14.0f} {:>14.2f} {:>13.2f} {:>13.2f}\n", bytes, std::floor(bytes / 4), seconds * 1e6,
+                 algbw, algbw * factor);
+    doc["rows"].push_back({{"bytes", bytes}, {"count", std::floor(bytes / 4)}, {"time_us", seconds * 1e6},
+                           {"algbw_GBps", algbw}, {"busbw_GBps", algbw * factor}});
+  }
+  if (o.json_out == "-")
+    fmt::print("{}\n", doc.dump(2));
+  else if (!o.json_out.empty())
+    write_text_file(o.json_out, doc.dump(2) + "\n");
   return 0;
 }
 
 std::function<int()> setup(CLI::App& sub)
 {
   auto o = std::make_shared<CollectiveOptions>();
-  sub.add_option("FILE", o->file, "scenario JSON file (its platform and collective algorithm are used)")->required();
+  sub.add_option("FILE", o->file, "scenario JSON file (its platform and collective algorithm are used)");
+  sub.add_option("--platform", o->platform, "a platform file {\"platform\": {...}} instead of a scenario");
+  sub.add_option("--preset", o->preset, "a platform preset of configs/platforms/ (dgx-a100, dgx-h100, ...)");
+  sub.add_option("--nodes", o->nodes, "with --platform or --preset: the number of nodes (default the file's)");
   sub.add_option("--set", o->sets, "override a field: path=value, e.g. platform.node_groups.0.nic.bandwidth=400Gbps (repeatable)");
   sub.add_option("--op", o->op, "all_reduce (default), all_gather, reduce_scatter or all_to_all");
   sub.add_option("--gpus", o->gpus, "group size: the first N GPUs (default all)");
   sub.add_flag("--stride", o->stride, "take the first GPU of each node instead (the inter-node network alone)");
   sub.add_option("--algorithm", o->algorithm, "collective algorithm (default simulation.collective_algorithm)");
+  sub.add_option("--network", o->network, "flow or analytic (default simulation.network_fidelity)");
   auto* sizes = sub.add_option("--sizes", o->sizes, "comma-separated buffer sizes, e.g. 1MB,16MB,256MB");
   sub.add_option("--min", o->min, "smallest size when doubling (default 1MB, like nccl-tests -b)")->excludes(sizes);
   sub.add_option("--max", o->max, "largest size when doubling (default 1GB, like nccl-tests -e)")->excludes(sizes);
+  sub.add_option("--json", o->json_out, "write the rows as JSON to this file (- = standard output, no table)");
   sub.footer("Examples:\n  stepsim collective configs/scenarios/default.json --gpus 8 --sizes 1MB,16MB,256MB\n"
+             "  stepsim collective --preset dgx-a100 --nodes 2 --min 8KB --max 1GiB --json rows.json\n"
              "  stepsim collective configs/scenarios/default.json --stride --op all_gather --algorithm direct\n"
              "  stepsim collective configs/scenarios/default.json --gpus 8 --algorithm halving_doubling --min 1KB --max 64MB");
   return [o] { return run(*o); };

@@ -32,6 +32,7 @@ const char* kind_name(TaskKind k)
   case TaskKind::Send: return "send";
   case TaskKind::Recv: return "recv";
   case TaskKind::Collective: return "collective";
+  case TaskKind::HostCopy: return "host_copy";
   }
   return "task";
 }
@@ -41,6 +42,7 @@ std::string label(const Workload& w, const Task& t)
   std::string what = t.kind == TaskKind::Compute    ? w.works[static_cast<size_t>(t.work)].name
                      : t.kind == TaskKind::Collective ? fmt::format("{} {}", collective_name(t.op),
                                                                     w.groups[static_cast<size_t>(t.group)].name)
+                     : t.kind == TaskKind::HostCopy   ? fmt::format("{} {:.0f} bytes", stream_name(t.stream), t.bytes)
                                                       : fmt::format("{} rank {}", kind_name(t.kind), t.peer);
   return t.micro_batch >= 0 ? fmt::format("{} mb{} c{}\\n{}", pass_name(t.pass), t.micro_batch, t.chunk, what)
                             : fmt::format("{}\\n{}", pass_name(t.pass), what);
@@ -90,6 +92,8 @@ int run_graph(const GraphOptions& o)
         j["op"]    = collective_name(t.op);
         j["group"] = w.groups[static_cast<size_t>(t.group)].name;
         j["ranks"] = w.groups[static_cast<size_t>(t.group)].ranks;
+        j["bytes"] = t.bytes;
+      } else if (t.kind == TaskKind::HostCopy) {
         j["bytes"] = t.bytes;
       } else {
         j["peer"]  = t.peer;

@@ -2,6 +2,7 @@
 #include "models/collective.hpp"
 #include "models/compute_model.hpp"
 #include "models/device.hpp"
+#include "topologies/node_type.hpp"
 #include "topologies/platform.hpp"
 #include "tools/stepsim/command.hpp"
 #include "workloads/schedule.hpp"
@@ -23,6 +24,7 @@ int list()
   print_registry<ScheduleRegistry>("schedules (parallelism.schedule)");
   print_registry<CollectiveRegistry>("collective algorithms (simulation.collective_algorithm)");
   print_registry<FabricRegistry>("fabrics (platform.network.topology)");
+  print_registry<NodeTypeRegistry>("node types (platform.node_groups[].intra_node.type)");
   print_registry<ComputeModelRegistry>("compute models (simulation.compute_model)");
   return 0;
 }

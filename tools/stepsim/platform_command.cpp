@@ -6,6 +6,7 @@
 // Host::route_to), not recomputed from the scenario, so it shows what the simulation will use.
 #include "models/link_calibration.hpp"
 #include "sim/input_error.hpp"
+#include "sim/link_bandwidth.hpp"
 #include "topologies/platform.hpp"
 #include "tools/driver/simulate.hpp"
 #include "tools/stepsim/command.hpp"
@@ -68,14 +69,72 @@ nlohmann::json route_json(const std::string& label, int from, int to, const Buil
                        {"from", p.gpus[static_cast<size_t>(from)]->get_name()},
                        {"to", p.gpus[static_cast<size_t>(to)]->get_name()},
                        {"links", nlohmann::json::array()}};
-  double bottleneck = links.empty() ? 0 : links.front()->get_bandwidth();
+  double bottleneck = links.empty() ? 0 : link_bandwidth(links.front());
   for (const auto* l : links) {
-    route["links"].push_back({{"name", l->get_name()}, {"bandwidth_Bps", l->get_bandwidth()}, {"latency_s", l->get_latency()}});
-    bottleneck = std::min(bottleneck, l->get_bandwidth());
+    route["links"].push_back({{"name", l->get_name()}, {"bandwidth_Bps", link_bandwidth(l)}, {"latency_s", l->get_latency()}});
+    bottleneck = std::min(bottleneck, link_bandwidth(l));
   }
   route["bottleneck_Bps"] = bottleneck;
   route["latency_s"]      = latency;
   return route;
+}
+
+// The fabric's own parameters, as the scenario gives them (the links themselves are listed from
+// the built platform).
+nlohmann::json fabric_json(const PlatformSpec& p)
+{
+  const auto& n = p.network;
+  nlohmann::json f{{"topology", n.topology}};
+  if (!p.preset.empty())
+    f["preset"] = p.preset;
+  if (n.topology == "fat_tree" || n.topology == "rail_optimized") {
+    f["leaf_radix"]       = n.leaf_radix;
+    f["oversubscription"] = n.oversubscription;
+  } else if (n.topology == "torus") {
+    f["dimensions"] = n.torus.dimensions;
+  } else if (n.topology == "dragonfly") {
+    const auto& d = n.dragonfly;
+    f["groups"]           = d.groups;
+    f["chassis"]          = d.chassis;
+    f["routers"]          = d.routers;
+    f["nodes_per_router"] = d.nodes_per_router;
+  } else if (n.topology == "custom") {
+    f["switches"] = n.switches.size();
+    f["links"]    = n.links.size();
+  } else if (n.topology == "wifi") {
+    f["stations"]  = n.wifi.stations;
+    f["rate_Bps"]  = n.wifi.rate_Bps;
+    f["latency_s"] = n.wifi.latency_s;
+  }
+  return f;
+}
+
+std::string fabric_text(const nlohmann::json& f)
+{
+  const std::string t = f["topology"].get<std::string>();
+  std::string text    = "  fabric " + t;
+  if (t == "fat_tree")
+    text += fmt::format(": leaf_radix {} NICs, oversubscription {:g}:1", f["leaf_radix"].get<int>(),
+                        f["oversubscription"].get<double>());
+  else if (t == "rail_optimized")
+    text += fmt::format(": NIC k of each node on rail switch k, {} nodes per unit, spine oversubscription {:g}:1",
+                        f["leaf_radix"].get<int>(), f["oversubscription"].get<double>());
+  else if (t == "torus") {
+    std::string dims;
+    for (const auto& d : f["dimensions"])
+      dims += (dims.empty() ? "" : " x ") + std::to_string(d.get<int>());
+    text += fmt::format(": {} routers, one node each, dimension-order routing", dims);
+  } else if (t == "dragonfly")
+    text += fmt::format(": {} groups x {} chassis x {} routers x {} nodes, minimal routing", f["groups"].get<int>(),
+                        f["chassis"].get<int>(), f["routers"].get<int>(), f["nodes_per_router"].get<int>());
+  else if (t == "custom")
+    text += fmt::format(": {} switches, {} links, shortest paths", f["switches"].get<int>(), f["links"].get<int>());
+  else if (t == "wifi")
+    text += fmt::format(": node groups {} on one access point at {:.4g} Mb/s each, {:.4g} ms; the others wired",
+                        f["stations"].dump(), f["rate_Bps"].get<double>() * 8 / 1e6, f["latency_s"].get<double>() * 1e3);
+  if (f.contains("preset"))
+    text += fmt::format(" (preset {})", f["preset"].get<std::string>());
+  return text + "\n";
 }
 
 // Runs in the child that owns the SimGrid engine.
@@ -92,9 +151,9 @@ nlohmann::json describe(const Scenario& s)
 
   const int total = spec.total_gpus();
   std::vector<int> first_gpu_of_node;
-  for (const auto& g : spec.node_groups)
-    for (int i = 0; i < g.count; ++i)
-      first_gpu_of_node.push_back(first_gpu_of_node.empty() ? 0 : first_gpu_of_node.back() + g.gpus_per_node);
+  for (int next = 0; const auto& g : spec.node_groups)
+    for (int i = 0; i < g.count; ++i, next += g.gpus_per_node)
+      first_gpu_of_node.push_back(next);
   const bool full = total <= kFullBuildGpus;
   std::vector<bool> in_use;
   if (!full) {
@@ -103,6 +162,8 @@ nlohmann::json describe(const Scenario& s)
       in_use[static_cast<size_t>(g)] = true;
     if (total > 1)
       in_use[1] = true;
+    if (first_gpu_of_node.size() > 1 && first_gpu_of_node[1] + 1 < total) // the other-rail example
+      in_use[static_cast<size_t>(first_gpu_of_node[1] + 1)] = true;
   }
   BuiltPlatform p = build_platform(spec, in_use);
 
@@ -110,10 +171,7 @@ nlohmann::json describe(const Scenario& s)
                      {"nodes", first_gpu_of_node.size()},
                      {"gpus", total},
                      {"fully_built", full},
-                     {"fabric",
-                      {{"topology", s.platform.network.topology},
-                       {"leaf_radix", s.platform.network.leaf_radix},
-                       {"oversubscription", s.platform.network.oversubscription}}},
+                     {"fabric", fabric_json(s.platform)},
                      {"link_efficiency",
                       {{"nvswitch", efficiency.nvswitch}, {"pcie", efficiency.pcie}, {"nic", efficiency.nic}}},
                      {"node_groups", nlohmann::json::array()},
@@ -133,7 +191,7 @@ nlohmann::json describe(const Scenario& s)
     // The other direction of a split-duplex link is the same link; SimGrid's own links
     // ("__loopback__") are no part of the cluster.
     if (!n.ends_with("_DOWN") && !n.starts_with("__"))
-      ++kinds[{kind_of(n), l->get_bandwidth(), l->get_latency()}];
+      ++kinds[{kind_of(n), link_bandwidth(l), l->get_latency()}];
   }
   for (const auto& [key, count] : kinds)
     out["link_kinds"].push_back(
@@ -154,6 +212,17 @@ nlohmann::json describe(const Scenario& s)
         break;
       }
     }
+    // On rails, GPU 0 to GPU 1 of node 1 leaves by NIC 0 and arrives by NIC 1: over the spine.
+    const int other_rail = first_gpu_of_node[1] + 1;
+    if (s.platform.network.topology == "rail_optimized" && first_gpu_of_node.size() > 2 &&
+        other_rail < first_gpu_of_node[2] && built(other_rail))
+      out["routes"].push_back(route_json("node 1, other rail", 0, other_rail, p));
+  }
+  // The first node of every other node group (an edge server, another GPU type).
+  for (size_t g = 1, node = 0; g < s.platform.node_groups.size(); ++g) {
+    node += static_cast<size_t>(s.platform.node_groups[g - 1].count);
+    if (node > 1 && built(first_gpu_of_node[node]))
+      out["routes"].push_back(route_json(fmt::format("node group {}", g), 0, first_gpu_of_node[node], p));
   }
   return out;
 }
@@ -179,8 +248,7 @@ void print_text(const nlohmann::json& d)
                g["nics_per_node"].get<int>());
   }
   if (d["nodes"].get<int>() > 1)
-    fmt::print("  fabric {}: leaf_radix {} NICs, oversubscription {:g}:1\n", f["topology"].get<std::string>(),
-               f["leaf_radix"].get<int>(), f["oversubscription"].get<double>());
+    fmt::print("{}", fabric_text(f));
   const auto& e = d["link_efficiency"];
   fmt::print("  bandwidths are per direction, rated x achieved fraction (nvswitch {:g}, pcie {:g}, nic {:g})\n",
              e["nvswitch"].get<double>(), e["pcie"].get<double>(), e["nic"].get<double>());

@@ -19,6 +19,7 @@ struct RunOptions {
   std::vector<std::string> sets;
   bool quiet     = false;
   bool allow_oom = false;
+  int links      = 0; // busiest links to report (--links [N])
 };
 
 int run(const RunOptions& o)
@@ -30,7 +31,7 @@ int run(const RunOptions& o)
   auto start  = std::chrono::steady_clock::now();
   const bool pictures = !o.trace_out.empty() || !o.svg_out.empty();
   Timeline timeline;
-  Report r    = simulate(s, pictures ? &timeline : nullptr);
+  Report r    = simulate(s, pictures ? &timeline : nullptr, o.links);
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.json_out.empty())
     write_text_file(o.json_out, to_json(r).dump(2) + "\n");
@@ -58,11 +59,18 @@ std::function<int()> setup(CLI::App& sub)
                  "write a Chrome/Perfetto trace (open it in https://ui.perfetto.dev or chrome://tracing)");
   sub.add_option("--svg", o->svg_out, "write a Gantt chart of the step, one row per simulated rank, as SVG");
   sub.add_flag("--quiet,-q", o->quiet, "print nothing (use with --json)");
+  sub.add_option("--links", o->links,
+                 "report the N busiest links (default 10): bytes carried and busy fraction of the step, in the "
+                 "table and the JSON report; also who waited for whom")
+      ->expected(0, 1)
+      ->default_str("10")
+      ->check(CLI::Range(1, 100000));
   sub.add_flag("--allow-oom", o->allow_oom,
                "simulate even when a stage needs more memory than the GPU has (otherwise exit 2)");
   sub.footer("Examples:\n  stepsim run configs/scenarios/default.json\n"
              "  stepsim run configs/scenarios/default.json --set parallelism.pipeline=8 --set parallelism.data=16\n"
              "  stepsim run configs/scenarios/default.json --json report.json --quiet\n"
+             "  stepsim run configs/scenarios/default.json --links 5        # the 5 busiest links\n"
              "  stepsim run configs/scenarios/default.json --csv report.csv      # header + one row, per-stage columns\n"
              "  stepsim run configs/scenarios/default.json --trace step.json     # open in https://ui.perfetto.dev\n"
              "  stepsim run configs/scenarios/default.json --svg step.svg        # Gantt chart, open in a browser");

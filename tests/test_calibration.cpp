@@ -1,0 +1,266 @@
+// The calibration kit's fit (`stepsim calibrate fit`, models/calibration_fit.cpp) on synthetic
+// measurements made by the kernel model with known parameters, the shipped calibrations against
+// the single-GPU published runs, and communication/compute interference in the replay.
+#include "support.hpp"
+
+#include "models/calibration_fit.hpp"
+#include "models/collective.hpp"
+#include "models/device.hpp"
+#include "sim/replay.hpp"
+#include "topologies/platform.hpp"
+#include "tools/driver/collective_bench.hpp"
+#include "tools/driver/simulate.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+using namespace stepsim;
+namespace fs = std::filesystem;
+
+namespace {
+
+Device device_with_known_parameters()
+{
+  Device d                          = load_device("H200-SXM", "device");
+  auto& c                           = d.calibration;
+  c.gemm_efficiency_by_dtype        = {{"fp32", 0.62}, {"tf32", 0.58}, {"fp16", 0.71}, {"bf16", 0.71}, {"fp8", 0.55}};
+  c.gemm_efficiency                 = 0.71;
+  c.gemm_half_k                     = 520;
+  c.attention_efficiency            = 0.43;
+  c.memory_efficiency               = 0.88;
+  c.kernel_overhead_s               = 6.5e-6;
+  return d;
+}
+
+CalibrationFit fit_file(const std::string& path)
+{
+  MeasurementFile m = read_measurements(path);
+  return fit_calibration(m.kernels, load_device("H200-SXM", "device"));
+}
+
+} // namespace
+
+TEST_CASE("calibrate: the fit recovers known parameters and predicts the held-out third within 10%", "[calibration]")
+{
+  const Device truth = device_with_known_parameters();
+  const std::string file =
+      testing::write_temp_file("synthetic_h200.json", synthetic_measurements(truth, 7, 0.03).dump());
+  const CalibrationFit fit = fit_file(file);
+  const auto& c            = fit.calibration;
+  INFO("held-out MAPE " << fit.held_out_mape << ", fitted MAPE " << fit.train_mape);
+  CHECK(fit.held_out_mape <= 0.10); // the issue's criterion
+  CHECK(fit.held_out_mape <= 0.03); // ±3% uniform noise: about 1.5% when the model is recovered
+  for (const auto& [dtype, value] : truth.calibration.gemm_efficiency_by_dtype) {
+    INFO(dtype);
+    REQUIRE(c.gemm_efficiency_by_dtype.count(dtype) == 1);
+    CHECK(c.gemm_efficiency_by_dtype.at(dtype) == Approx(value).epsilon(0.03));
+  }
+  CHECK(c.gemm_half_k == Approx(truth.calibration.gemm_half_k).epsilon(0.15));
+  CHECK(c.attention_efficiency == Approx(truth.calibration.attention_efficiency).epsilon(0.03));
+  CHECK(c.memory_efficiency == Approx(truth.calibration.memory_efficiency).epsilon(0.03));
+  CHECK(c.kernel_overhead_s == Approx(truth.calibration.kernel_overhead_s).epsilon(0.1));
+  // Every kind is held out and predicted, not only the total.
+  for (const auto& s : fit.summary) {
+    INFO(s.kind);
+    CHECK(s.held_out_rows > 0);
+    CHECK(s.held_out_mape <= 0.10);
+  }
+}
+
+TEST_CASE("calibrate: the fit does not start from the answer", "[calibration]")
+{
+  // Parameters far from the fit's starting point (the model's defaults) and from the device file.
+  Device truth                              = device_with_known_parameters();
+  truth.calibration.gemm_efficiency_by_dtype = {};
+  truth.calibration.gemm_efficiency          = 0.35;
+  truth.calibration.memory_efficiency        = 0.4;
+  truth.calibration.kernel_overhead_s        = 2e-5;
+  const std::string file = testing::write_temp_file("synthetic_slow.json", synthetic_measurements(truth, 3, 0.03).dump());
+  const CalibrationFit fit = fit_file(file);
+  CHECK(fit.held_out_mape <= 0.05);
+  CHECK(fit.calibration.gemm_efficiency == Approx(0.35).epsilon(0.05));
+  CHECK(fit.calibration.memory_efficiency == Approx(0.4).epsilon(0.05));
+  CHECK(fit.calibration.kernel_overhead_s == Approx(2e-5).epsilon(0.1));
+}
+
+TEST_CASE("calibrate: synth and fit are deterministic, through the command line", "[calibration]")
+{
+  const std::string a = testing::write_temp_file("synth_a.json", ""), b = testing::write_temp_file("synth_b.json", "");
+  for (const auto& out : {a, b}) {
+    auto r = testing::run_stepsim("calibrate synth --device A100-SXM4-80GB --gemm-efficiency 0.66 --seed 5 -o " + out);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+  }
+  CHECK(testing::read_text_file(a) == testing::read_text_file(b));
+  const std::string cal_a = testing::write_temp_file("cal_a.json", ""), cal_b = testing::write_temp_file("cal_b.json", "");
+  for (const auto& out : {cal_a, cal_b}) {
+    auto r = testing::run_stepsim("calibrate fit " + a + " -o " + out);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("held-out MAPE") != std::string::npos);
+  }
+  CHECK(testing::read_text_file(cal_a) == testing::read_text_file(cal_b));
+  const auto cal = nlohmann::json::parse(testing::read_text_file(cal_a));
+  CHECK(cal["device"] == "A100-SXM4-80GB");
+  CHECK(cal["gemm_efficiency"].get<double>() == Approx(0.66).epsilon(0.03));
+  CHECK(cal["source"].get<std::string>().find(a) != std::string::npos);
+  CHECK(cal["fit"]["date"] == "synthetic");
+
+  // A calibration file next to the device file is what a scenario then uses.
+  const fs::path dir = fs::temp_directory_path() / "stepsim_calibration_configs";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "calibration");
+  fs::copy(fs::path(STEPSIM_SOURCE_DIR) / "configs" / "devices", dir / "devices");
+  fs::copy_file(cal_a, dir / "calibration" / "A100-SXM4-80GB.json");
+  setenv("STEPSIM_CONFIG_DIR", dir.c_str(), 1);
+  const Device d = load_device("A100-SXM4-80GB", "device");
+  unsetenv("STEPSIM_CONFIG_DIR");
+  CHECK(d.calibration.gemm_efficiency == cal["gemm_efficiency"].get<double>());
+  CHECK(d.calibration.gemm_efficiency_at("fp32") == cal["gemm_efficiency_by_dtype"]["fp32"].get<double>());
+  CHECK(d.calibration.source == cal["source"].get<std::string>());
+}
+
+TEST_CASE("calibrate: a bad measurement file is an input error naming the path", "[calibration]")
+{
+  const std::string file = testing::write_temp_file(
+      "bad_measurements.json",
+      R"({"device": "NVIDIA H200", "rows": [{"kind": "gemm", "m": 64, "n": 64, "k": 64, "dtype": "bf17", "seconds": 1e-5},
+          {"kind": "memory", "bytes": 1024, "dtype": "bf16", "seconds": -1}, {"kind": "gem"}]})");
+  auto r = testing::run_stepsim("calibrate fit " + file + " --device H200-SXM");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("rows[0].dtype") != std::string::npos);
+  CHECK(r.output.find("rows[1].seconds") != std::string::npos);
+  CHECK(r.output.find("rows[2].kind") != std::string::npos);
+  // No --device and no stepsim_device: the error says how to name it.
+  const std::string nameless = testing::write_temp_file(
+      "nameless_measurements.json", synthetic_measurements(load_device("H200-SXM", "d"), 1, 0).dump());
+  auto doc = nlohmann::json::parse(testing::read_text_file(nameless));
+  doc.erase("stepsim_device");
+  doc["device"] = "NVIDIA H200";
+  std::ofstream(nameless) << doc.dump();
+  r = testing::run_stepsim("calibrate fit " + nameless);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("stepsim_device") != std::string::npos);
+  CHECK(r.output.find("--device") != std::string::npos);
+}
+
+TEST_CASE("calibrate: the shipped calibrations predict the single-GPU Megatron 2020 runs within 10%", "[calibration]")
+{
+  // Megatron-LM's 2020 README: the 1.16B GPT-2 on one V100 of a DGX-2 (71.9 TFLOP/s) and on one A100
+  // (149.8 TFLOP/s); configs/validation/ holds each with its source.
+  const fs::path dir = fs::temp_directory_path() / "stepsim_single_gpu_cases";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* name : {"megatron_readme2020_v100_1B_1gpu.json", "megatron_readme2020_a100_1B_1gpu.json"})
+    fs::copy_file(fs::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / name, dir / name);
+  const std::string out = testing::write_temp_file("single_gpu_accuracy.json", "");
+  auto r                = testing::run_stepsim("accuracy " + dir.string() + " --quiet --json " + out);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto report = nlohmann::json::parse(testing::read_text_file(out));
+  REQUIRE(report["cases"].size() == 2);
+  for (const auto& c : report["cases"]) {
+    INFO(c["case"].get<std::string>() << ": " << c["error_pct"].get<double>() << "%");
+    CHECK(std::abs(c["error_pct"].get<double>()) <= 10.0);
+  }
+}
+
+namespace {
+
+// Two single-GPU nodes: each rank runs one compute task of `compute_s` on its compute stream
+// beside an all-reduce of `bytes` on its data stream (nothing orders the two). Returns the compute
+// task's end and the all-reduce's end on rank 0.
+std::pair<double, double> compute_beside_collective(double compute_s, double bytes, double interference)
+{
+  auto ends = testing::in_child([&] {
+    auto engine            = testing::start_engine();
+    PlatformSpec spec      = testing::single_gpu_nodes(2, 10e9, 1e-6);
+    BuiltPlatform platform = build_platform(spec);
+    Workload w             = collective_workload(spec, {0, 1}, CollectiveOp::AllReduce, bytes);
+    Work layer;
+    layer.name    = "layer";
+    layer.seconds = compute_s;
+    w.works.push_back(layer);
+    for (auto& program : w.ranks) {
+      program.comm_compute_interference = interference;
+      Task t;
+      t.work = 0;
+      ProgramBuilder(program).add(t);
+    }
+    ReplayResult result = replay(w, platform.gpus, CollectiveRegistry::get("ring", ""));
+    const auto& tasks   = result.ranks[0].tasks; // task 0: the all-reduce, task 1: the compute
+    return nlohmann::json{tasks[1].end - tasks[1].start, tasks[0].end};
+  });
+  return {ends[0].get<double>(), ends[1].get<double>()};
+}
+
+} // namespace
+
+TEST_CASE("interference: compute beside a collective takes 1/(1-f) as long, and f = 0 changes nothing",
+          "[calibration][interference]")
+{
+  const double f = 0.16, bytes = 1e9; // the all-reduce takes about 0.1 s at 10 GB/s
+  auto [alone, collective_alone] = compute_beside_collective(0.05, bytes, 0.0);
+  CHECK(alone == Approx(0.05).epsilon(1e-9));
+  // Wholly inside the collective: stretched by 1/(1-f).
+  auto [inside, collective] = compute_beside_collective(0.05, bytes, f);
+  CHECK(inside == Approx(0.05 / (1 - f)).epsilon(1e-6));
+  // The collective itself is not slowed.
+  CHECK(collective == Approx(collective_alone).epsilon(1e-9));
+  // Longer than the collective: slowed only while it runs, full speed after.
+  REQUIRE(collective_alone < 0.3);
+  auto [longer, unused] = compute_beside_collective(0.3, bytes, f);
+  (void)unused;
+  CHECK(longer == Approx(0.3 + collective_alone * f).epsilon(1e-6));
+}
+
+TEST_CASE("interference: a data-parallel step is slower with it, and simulation.comm_compute_interference turns it off",
+          "[calibration][interference]")
+{
+  nlohmann::json doc = testing::small_scenario(1, 4, 2);
+  // A network fast enough for backward compute, not the all-reduces, to set the step time.
+  doc["platform"]["node_groups"][0]["nic"]["bandwidth"] = "1600Gbps";
+  doc["parallelism"]["bucket_size"]                    = "10MB";
+  doc["parallelism"]["overlap_grad_reduce"]            = true;
+  doc["model"]["num_layers"]                           = 16;
+  nlohmann::json off                                   = doc;
+  off["simulation"]["comm_compute_interference"]       = false;
+  Report with    = simulate_isolated(scenario_from_json(doc));
+  Report without = simulate_isolated(scenario_from_json(off));
+  REQUIRE(without.overlap > 0.1); // there is overlapped communication to interfere with
+  CHECK(with.step_time_s > without.step_time_s);
+  CHECK(with.stages[0].compute_s > without.stages[0].compute_s);
+  // At most every overlapped second costs f/(1-f) more compute (f = 0.16 in the device file).
+  const double overlapped = without.comm_s - without.exposed_comm_s;
+  CHECK(with.stages[0].compute_s - without.stages[0].compute_s <= overlapped * 0.16 / 0.84 * 1.5 + 1e-9);
+}
+
+TEST_CASE("interference: a device file's factor must leave compute some speed", "[calibration][interference]")
+{
+  const fs::path dir = fs::temp_directory_path() / "stepsim_interference_configs";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "devices");
+  auto doc = nlohmann::json::parse(
+      testing::read_text_file((fs::path(STEPSIM_SOURCE_DIR) / "configs" / "devices" / "H100-SXM.json").string()));
+  REQUIRE(doc["calibration"]["comm_compute_interference"].get<double>() > 0);
+  REQUIRE_FALSE(doc["calibration"]["comm_compute_interference_source"].get<std::string>().empty());
+  doc["calibration"]["comm_compute_interference"] = 1.0;
+  std::ofstream(dir / "devices" / "H100-SXM.json") << doc.dump();
+  setenv("STEPSIM_CONFIG_DIR", dir.c_str(), 1);
+  std::string message;
+  try {
+    load_device("H100-SXM", "device");
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  unsetenv("STEPSIM_CONFIG_DIR");
+  INFO(message);
+  CHECK(message.find("calibration.comm_compute_interference") != std::string::npos);
+  CHECK(message.find("below 1") != std::string::npos);
+}

@@ -1,0 +1,275 @@
+// The data-parallel family (workloads/data_parallel.hpp): the bytes each plan's collectives move
+// per rank against their closed forms, measured on the lowered graphs and on the links of a
+// replayed step; ZeRO-3 / FSDP's prefetch and resharding, FCDP's host cache and ZeRO-Offload's
+// CPU optimizer in simulated steps.
+#include "support.hpp"
+
+#include "models/collective.hpp"
+#include "models/memory.hpp"
+#include "sim/timeline.hpp"
+#include "tools/driver/simulate.hpp"
+#include "workloads/data_parallel.hpp"
+#include "workloads/lower.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+
+using namespace stepsim;
+
+namespace {
+
+constexpr double kH = 1024, kV = 32000, kSeq = 1024, kLayers = 4;
+
+// Parameters of small_scenario's model on one rank without pipeline or tensor parallelism: the
+// layers (12h² + 13h each), the word and position embeddings; the output layer shares the word
+// embeddings (tied), so it has no parameters of its own.
+double model_parameters_lowered() { return kLayers * (12 * kH * kH + 13 * kH) + kV * kH + kSeq * kH; }
+
+nlohmann::json dp_scenario(int data, int micro_batches, const nlohmann::json& parallelism)
+{
+  auto j = testing::small_scenario(1, data, micro_batches);
+  for (const auto& [key, value] : parallelism.items())
+    j["parallelism"][key] = value;
+  return j;
+}
+
+struct Moved {
+  double network = 0;        // bytes rank 0 sends in data-parallel collectives (ring)
+  double tensor  = 0;        // bytes it sends in tensor-parallel collectives
+  double to_host = 0, from_host = 0;
+  int gathers = 0;
+};
+
+// Sums what the first simulated rank's collectives send, as the ring algorithm moves them, and
+// what its host copies carry.
+Moved moved_by_rank0(const nlohmann::json& scenario)
+{
+  const Scenario s           = scenario_from_json(scenario);
+  const Workload w           = lower(s);
+  const auto& ring           = CollectiveRegistry::get("ring", "");
+  const RankProgram& program = w.ranks.front();
+  Moved m;
+  for (auto v : boost::make_iterator_range(boost::vertices(program.graph))) {
+    const Task& t = program.graph[v];
+    if (t.kind == TaskKind::HostCopy)
+      (t.stream == Stream::DeviceToHost ? m.to_host : m.from_host) += t.bytes;
+    if (t.kind != TaskKind::Collective)
+      continue;
+    const Group& g     = w.groups[static_cast<size_t>(t.group)];
+    const double sent  = bytes_sent_per_member(ring, t.op, group_shape(static_cast<int>(g.ranks.size())), t.bytes);
+    if (t.stream == Stream::Tensor)
+      m.tensor += sent;
+    else if (t.stream == Stream::Data || t.stream == Stream::ParamGather)
+      m.network += sent;
+    m.gathers += t.stream == Stream::ParamGather ? 1 : 0;
+  }
+  return m;
+}
+
+} // namespace
+
+TEST_CASE("bytes per rank of each data-parallel plan equal the closed form", "[data_parallel][bytes]")
+{
+  const int n        = 4;
+  const double f     = double(n - 1) / n; // a ring member sends (n-1)/n of the buffer per pass
+  const double psi   = model_parameters_lowered();
+  const double g     = 2 * psi; // bf16 gradients
+  const double p     = 2 * psi; // bf16 weights
+  for (int m : {1, 4}) {
+    INFO("micro-batches " << m);
+    const double plain = moved_by_rank0(dp_scenario(n, m, {{"zero_stage", 0}})).network;
+    CHECK(plain == Approx(2 * f * g).epsilon(1e-9)); // one all-reduce per step
+    CHECK(moved_by_rank0(dp_scenario(n, m, {{"zero_stage", 1}})).network == Approx(f * (g + p)));
+    CHECK(moved_by_rank0(dp_scenario(n, m, {{"zero_stage", 2}})).network == Approx(f * (m * g + p)));
+    const Moved zero3 = moved_by_rank0(dp_scenario(n, m, {{"zero_stage", 3}}));
+    CHECK(zero3.network == Approx(f * m * (2 * p + g)));
+    CHECK(zero3.gathers == 2 * m * 5); // embedding + 4 layers, before forward and before backward
+    if (m == 1) // the ZeRO paper: 3Ψ against 2Ψ per step
+      CHECK(zero3.network / plain == Approx(1.5).epsilon(1e-9));
+    const Moved kept = moved_by_rank0(dp_scenario(n, m, {{"fsdp", {{"reshard_after_forward", false}}}}));
+    CHECK(kept.network == Approx(f * (p + m * g)));
+    CHECK(kept.gathers == 5);
+    // FCDP: the first gather of each unit crosses the network and is copied to the host; every
+    // later one (2m - 1 per unit) comes back over the host link.
+    const Moved fcdp = moved_by_rank0(dp_scenario(n, m, {{"fsdp", {{"host_cache", true}}}}));
+    CHECK(fcdp.network == Approx(f * (p + m * g)));
+    CHECK(fcdp.to_host == Approx(p));
+    CHECK(fcdp.from_host == Approx((2 * m - 1) * p));
+    // ZeRO-Offload on ZeRO-2: the reduced gradient shard goes to the host, the shard's updated
+    // weights come back; the network carries what ZeRO-2 carries.
+    const Moved offload = moved_by_rank0(dp_scenario(n, m, {{"zero_stage", 2}, {"offload_optimizer", true}}));
+    CHECK(offload.network == Approx(f * (m * g + p)));
+    CHECK(offload.to_host == Approx(g / n));
+    CHECK(offload.from_host == Approx(p / n));
+  }
+}
+
+TEST_CASE("tensor parallelism moves 8bsh(t-1)/t elements per layer per micro-batch, with or without sequence "
+          "parallelism",
+          "[data_parallel][bytes][tensor]")
+{
+  const int t = 4, m = 2;
+  const double b = 1, s = kSeq, h = kH, element = 2;
+  for (bool sp : {false, true}) {
+    auto j                                   = testing::small_scenario(1, 1, m);
+    j["parallelism"]["tensor"]               = t;
+    j["parallelism"]["sequence_parallel"]    = sp;
+    j["platform"]["node_groups"][0]["count"] = t;
+    // The embedding and the head add their own collectives: take the difference of two depths.
+    j["model"]["num_layers"] = 4;
+    const double four        = moved_by_rank0(j).tensor;
+    j["model"]["num_layers"] = 2;
+    const double two         = moved_by_rank0(j).tensor;
+    INFO("sequence parallel " << sp);
+    CHECK((four - two) / (2 * m) == Approx(8 * b * s * h * (t - 1) / t * element).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("the replayed transfers of a rank carry the closed-form bytes: ZeRO-3 moves 1.5x plain data parallel",
+          "[data_parallel][bytes][replay]")
+{
+  // Every rank simulated (full fidelity), each on a node of its own: all a rank sends leaves
+  // through its NIC's uplink.
+  auto nic_bytes = [](nlohmann::json j) {
+    j["simulation"]["fidelity"] = "full";
+    return testing::in_child([&] {
+      const Report r = simulate(scenario_from_json(j), nullptr, 1000);
+      double bytes   = 0;
+      for (const auto& l : r.links)
+        if (l.name.rfind("node0-", 0) == 0 && l.name.find("nic") != std::string::npos &&
+            l.name.size() > 3 && l.name.compare(l.name.size() - 3, 3, "_UP") == 0)
+          bytes += l.bytes;
+      return nlohmann::json(bytes);
+    }).get<double>();
+  };
+  const int n      = 4;
+  const double psi = model_parameters_lowered();
+  const double plain = nic_bytes(dp_scenario(n, 1, {{"zero_stage", 0}}));
+  const double zero3 = nic_bytes(dp_scenario(n, 1, {{"zero_stage", 3}}));
+  CHECK(plain == Approx(2.0 * (n - 1) / n * 2 * psi).epsilon(1e-6));
+  CHECK(zero3 == Approx(1.5 * plain).epsilon(1e-6));
+}
+
+TEST_CASE("ZeRO-3 issues the gather of unit i+1 when unit i starts computing", "[data_parallel][fsdp]")
+{
+  // A network slow enough that gathers matter.
+  auto j = dp_scenario(4, 2, {{"zero_stage", 3}});
+  j["platform"]["node_groups"][0]["nic"]["bandwidth"] = "25GBps";
+  j["platform"]["node_groups"][0]["nic"]["latency"]   = "2us";
+  const auto out = testing::in_child([&] {
+    Timeline tl;
+    const Report r = simulate(scenario_from_json(j), &tl);
+    nlohmann::json starts = {{"gathers", nlohmann::json::array()}, {"layers", nlohmann::json::array()}};
+    for (const auto& i : tl.ranks.front().intervals) {
+      if (i.pass != Pass::Forward || i.micro_batch != 1)
+        continue;
+      if (i.stream == Stream::ParamGather)
+        starts["gathers"].push_back(i.start_s);
+      if (i.stream == Stream::Compute && i.work == "attention_forward")
+        starts["layers"].push_back(i.start_s);
+    }
+    starts["exposed"] = r.exposed_comm_s;
+    starts["comm"]    = r.comm_s;
+    return starts;
+  });
+  const auto gathers = out["gathers"].get<std::vector<double>>(); // embedding, layer 0 .. 3
+  const auto layers  = out["layers"].get<std::vector<double>>();
+  REQUIRE(gathers.size() == 5);
+  REQUIRE(layers.size() == 4);
+  for (size_t k = 0; k + 1 < layers.size(); ++k) {
+    INFO("layer " << k);
+    CHECK(gathers[k + 2] == Approx(layers[k]).margin(1e-12));
+  }
+  // Prefetching hides part of the gathers behind compute.
+  CHECK(out["exposed"].get<double>() < out["comm"].get<double>());
+}
+
+TEST_CASE("FSDP without resharding gathers once per step and runs faster when gathers are exposed",
+          "[data_parallel][fsdp]")
+{
+  auto j = dp_scenario(4, 4, {{"zero_stage", 3}});
+  j["platform"]["node_groups"][0]["nic"]["bandwidth"] = "5GBps";
+  const Scenario reshard = scenario_from_json(j);
+  j["parallelism"]["fsdp"] = {{"reshard_after_forward", false}};
+  const Scenario kept      = scenario_from_json(j);
+  const double t_reshard   = simulate_isolated(reshard).step_time_s;
+  const double t_kept      = simulate_isolated(kept).step_time_s;
+  CHECK(t_kept < t_reshard);
+  // and holds more memory for it
+  CHECK(analytic_report(kept).memory_peak_bytes > analytic_report(reshard).memory_peak_bytes);
+}
+
+TEST_CASE("FCDP reloads parameters over the host link instead of the network", "[data_parallel][fcdp]")
+{
+  // Slow network, PCIe host links: reloading from host memory beats re-gathering.
+  auto j = dp_scenario(4, 4, {{"zero_stage", 3}});
+  j["platform"]["node_groups"][0]["nic"]["bandwidth"] = "2GBps";
+  const double zero3 = simulate_isolated(scenario_from_json(j)).step_time_s;
+  j["parallelism"]["fsdp"] = {{"host_cache", true}};
+  const double fcdp = simulate_isolated(scenario_from_json(j)).step_time_s;
+  CHECK(fcdp < zero3);
+
+  // One reload of the largest unit (the word embeddings, 2·V·h bytes) takes at least its bytes
+  // over the device's host link (A100 SXM: PCIe Gen4 x16, 32 GB/s).
+  const auto reload = testing::in_child([&] {
+    Timeline tl;
+    simulate(scenario_from_json(j), &tl);
+    double longest = 0;
+    for (const auto& i : tl.ranks.front().intervals)
+      if (i.stream == Stream::HostToDevice)
+        longest = std::max(longest, i.end_s - i.start_s);
+    return nlohmann::json(longest);
+  });
+  CHECK(reload.get<double>() >= 2 * kV * kH / 32e9 * (1 - 1e-9));
+}
+
+TEST_CASE("ZeRO-Offload steps the optimizer shard on the CPU at the node's memory bandwidth", "[data_parallel][offload]")
+{
+  const int n = 4;
+  auto j      = dp_scenario(n, 2, {{"zero_stage", 2}, {"offload_optimizer", true}});
+  j["platform"]["node_groups"][0]["host"] = {{"memory_bandwidth", "100GBps"}};
+  const auto out = testing::in_child([&] {
+    Timeline tl;
+    const Report r = simulate(scenario_from_json(j), &tl);
+    double cpu = 0;
+    for (const auto& i : tl.ranks.front().intervals)
+      if (i.stream == Stream::Host)
+        cpu += i.end_s - i.start_s;
+    return nlohmann::json{{"cpu", cpu}, {"optimizer", r.memory.optimizer}};
+  });
+  // Adam on the CPU reads and writes 30 bytes per parameter of the shard (fp32 master, moments,
+  // gradient; the 16-bit copy written), one GPU per node here.
+  const double shard = model_parameters_lowered() / n;
+  CHECK(out["cpu"].get<double>() == Approx(shard * optimizer_bytes_per_parameter(TrainingSpec{}) / 100e9).epsilon(1e-6));
+  CHECK(out["optimizer"].get<double>() == 0);
+}
+
+TEST_CASE("the replayed tensor-parallel transfers of a rank carry 8bsh(t-1)/t elements per layer per micro-batch",
+          "[data_parallel][bytes][tensor][replay]")
+{
+  // One node of t GPUs, every rank simulated: all rank 0 sends leaves through its NVSwitch uplink.
+  const int t = 4, m = 2;
+  auto uplink_bytes = [&](int layers, bool sp) {
+    auto j                                           = testing::small_scenario(1, 1, m);
+    j["model"]["num_layers"]                         = layers;
+    j["parallelism"]["tensor"]                       = t;
+    j["parallelism"]["sequence_parallel"]            = sp;
+    j["platform"]["node_groups"][0]["gpus_per_node"] = t;
+    j["platform"]["node_groups"][0]["nic"]["count"]  = t;
+    j["simulation"]["fidelity"]                      = "full";
+    return testing::in_child([&] {
+      const Report r = simulate(scenario_from_json(j), nullptr, 1000);
+      double bytes   = 0;
+      for (const auto& l : r.links)
+        if (l.name == "node0-gpu0-nvswitch_UP")
+          bytes += l.bytes;
+      return nlohmann::json(bytes);
+    }).get<double>();
+  };
+  for (bool sp : {false, true}) {
+    INFO("sequence parallel " << sp);
+    const double per_layer = (uplink_bytes(4, sp) - uplink_bytes(2, sp)) / (2 * m);
+    CHECK(per_layer == Approx(8 * 1.0 * kSeq * kH * (t - 1) / t * 2).epsilon(1e-6));
+  }
+}

@@ -1,0 +1,126 @@
+// The memory model against its sources: the ZeRO paper's 2Ψ + 2Ψ + KΨ accounting of weights,
+// gradients and optimizer states per stage (Rajbhandari et al. 2020, section 5 and figure 1), and
+// Korthikanti et al. 2022's activation bytes per layer (section 4 and table 2). Ψ and the
+// formulas are written out here from the model's sizes, not taken from the code under test.
+#include "support.hpp"
+
+#include "models/memory.hpp"
+#include "tools/driver/simulate.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace stepsim;
+
+namespace {
+
+// GPT-style: 12h² + 13h parameters per layer (Megatron's count: QKV, projection, two MLP
+// matrices with biases, two layer norms).
+double gpt_layer_parameters(double h) { return 12 * h * h + 13 * h; }
+
+Scenario zero_scenario(int zero, int data)
+{
+  auto j                                   = testing::small_scenario(2, data, 4);
+  j["parallelism"]["zero_stage"]           = zero;
+  j["training"]["optimizer"]               = "adam";
+  return scenario_from_json(j);
+}
+
+} // namespace
+
+TEST_CASE("weights + gradients + optimizer follow the ZeRO paper's accounting per stage", "[memory][zero]")
+{
+  const int nd      = 8;
+  const double h    = 1024, v = 32000, seq = 1024, layers_per_stage = 4;
+  // Stage 0: its layers, the word and position embeddings. Stage 1: its layers, the final norm
+  // and its copy of the (tied) word embeddings for the output layer.
+  const double psi[2] = {layers_per_stage * gpt_layer_parameters(h) + v * h + seq * h,
+                         layers_per_stage * gpt_layer_parameters(h) + v * h + h};
+  const double k      = 12; // mixed-precision Adam: fp32 master weights, momentum and variance
+  for (int zero = 0; zero <= 3; ++zero) {
+    const Scenario s = zero_scenario(zero, nd);
+    for (int stage = 0; stage < 2; ++stage) {
+      const double p = psi[stage];
+      // Pos_os (1): optimizer states sharded; Pos+g (2): and gradients; Pos+g+p (3): and weights.
+      const double expected = 2 * p / (zero >= 3 ? nd : 1) + 2 * p / (zero >= 2 ? nd : 1) + k * p / (zero >= 1 ? nd : 1);
+      const MemoryBreakdown m = stage_memory(s, stage, 1);
+      INFO("zero " << zero << " stage " << stage);
+      CHECK(stage_parameters(s, stage) == Approx(p).epsilon(1e-3));
+      CHECK(m.weights + m.gradients + m.optimizer == Approx(expected).epsilon(1e-3));
+    }
+  }
+  // The paper's headline numbers for Ψ = 7.5B, Nd = 64: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB.
+  const double paper_psi = 7.5e9, paper_nd = 64;
+  CHECK((2 + 2 + k) * paper_psi / 1e9 == Approx(120));
+  CHECK((2 + 2 + k / paper_nd) * paper_psi / 1e9 == Approx(31.4).epsilon(2e-3));
+  CHECK((2 + (2 + k) / paper_nd) * paper_psi / 1e9 == Approx(16.6).epsilon(3e-3)); // the paper rounds 16.64
+  CHECK((2 + 2 + k) / paper_nd * paper_psi / 1e9 == Approx(1.875));
+}
+
+TEST_CASE("FSDP without resharding holds the stage's gathered weights, and ZeRO-Offload moves the optimizer to the host",
+          "[memory][zero]")
+{
+  const int nd = 8;
+  Scenario s   = zero_scenario(3, nd);
+  const double psi  = stage_parameters(s, 1);
+  const double unit = std::max(gpt_layer_parameters(1024), 32000.0 * 1024); // the output layer is the largest
+  const MemoryBreakdown full_shard = stage_memory(s, 1, 1);
+  CHECK(full_shard.weights == Approx(2 * psi / nd));
+  CHECK(full_shard.buffers == Approx(3 * 2 * unit)); // the unit in use, the prefetched one, one unit's gradients
+
+  s.parallelism.reshard_after_forward = false;
+  const MemoryBreakdown kept = stage_memory(s, 1, 1);
+  CHECK(kept.weights == Approx(2 * psi / nd + 2 * psi));
+  CHECK(kept.buffers == Approx(2 * unit));
+  CHECK(kept.total() > full_shard.total());
+
+  s.parallelism.offload_optimizer = true;
+  CHECK(stage_memory(s, 1, 1).optimizer == 0);
+  Scenario zero2 = zero_scenario(2, nd);
+  zero2.parallelism.offload_optimizer = true;
+  const MemoryBreakdown offloaded     = stage_memory(zero2, 1, 1);
+  CHECK(offloaded.optimizer == 0);
+  CHECK(offloaded.gradients == Approx(2 * stage_parameters(zero2, 1) / nd));
+}
+
+TEST_CASE("activation bytes per layer follow Korthikanti et al. 2022", "[memory][activations]")
+{
+  // s, b, h, a as in the paper; t tensor-parallel ranks. Bytes with 16-bit activations.
+  auto j                              = testing::small_scenario(1, 1, 1);
+  j["model"]["seq_length"]            = 2048;
+  j["model"]["hidden_size"]           = 4096;
+  j["model"]["num_attention_heads"]   = 32;
+  j["training"]["micro_batch_size"]   = 2;
+  j["training"]["global_batch_size"]  = 2;
+  j["platform"]["node_groups"][0]["count"] = 8;
+  const double sq = 2048, b = 2, h = 4096, a = 32, sbh = sq * b * h, scores = 5 * a * sq / h;
+  for (int t : {1, 2, 4, 8}) {
+    j["parallelism"]["tensor"] = t;
+    j["platform"]["node_groups"][0]["count"] = t;
+    for (bool sp : {false, true}) {
+      if (sp && t == 1)
+        continue;
+      j["parallelism"]["sequence_parallel"] = sp;
+      auto bytes = [&](const char* recompute, const char* attention) {
+        j["training"]["recompute"] = recompute;
+        j["training"]["attention"] = attention;
+        return layer_activation_bytes(scenario_from_json(j));
+      };
+      INFO("t " << t << " sequence parallel " << sp);
+      // No recompute, unfused attention: table 2 rows "tensor parallel (baseline)" and "+ sequence parallel".
+      CHECK(bytes("none", "standard") == Approx(sp ? sbh / t * (34 + scores) : sbh * (10 + 24.0 / t + scores / t)).epsilon(0.01));
+      // Fused attention never writes the scores, softmax output and dropout mask: the 5as/h term goes.
+      CHECK(bytes("none", "flash") == Approx(sp ? sbh / t * 34 : sbh * (10 + 24.0 / t)).epsilon(0.01));
+      // Selective recompute re-runs the attention core: "+ selective activation recompute" rows.
+      for (const char* attention : {"standard", "flash"})
+        CHECK(bytes("selective", attention) == Approx(sp ? sbh * 34 / t : sbh * (10 + 24.0 / t)).epsilon(0.01));
+      // Full recompute keeps each layer's 16-bit input, 2sbh (split over t with sequence parallelism,
+      // as Megatron stores it).
+      CHECK(bytes("full", "standard") == Approx(sp ? 2 * sbh / t : 2 * sbh).epsilon(0.01));
+    }
+  }
+  // The paper's example (section 4.1, GPT-3 175B: s=2048, b=1, h=12288, a=96, t=8): scores
+  // dominate without sequence parallelism or recompute.
+  const double big_sbh = 2048.0 * 12288, big_scores = 5 * 96 * 2048.0 / 12288;
+  CHECK(big_scores == Approx(80));
+  CHECK(big_sbh * (10 + 24.0 / 8 + big_scores / 8) / (big_sbh * 34 / 8) > 5);
+}

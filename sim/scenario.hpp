@@ -157,6 +157,11 @@ struct NetworkSpec {
   std::string topology   = "fat_tree";
   double oversubscription = 1.0; // >1 thins the links above the leaf switches (fat_tree, rail_optimized)
   int leaf_radix          = 32;  // nodes (per rail) under one leaf switch
+  // fat_tree: 2 (leaves under one core) or 3 (leaves grouped in pods of pod_radix leaves, pods
+  // under the core; core_oversubscription > 1 thins the pods' uplinks).
+  int levels                   = 2;
+  int pod_radix                = 8;
+  double core_oversubscription = 1.0;
   TorusSpec torus;
   DragonflySpec dragonfly;
   std::vector<SwitchSpec> switches;  // custom

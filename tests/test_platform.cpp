@@ -117,6 +117,28 @@ TEST_CASE("an oversubscribed fat-tree slows an all-reduce by what its uplinks pr
     CHECK(non_blocking == Approx(ring(B)).epsilon(0.02));
     CHECK(blocking / non_blocking == Approx(expected_ratio).epsilon(0.03));
   }
+  SECTION("three levels: pod uplinks thinned at the core slow a ring across pods by the same law")
+  {
+    // One node per leaf, one leaf per pod: every ring step goes leaf → pod → core → pod → leaf.
+    // Non-blocking leaves, 2:1 at the core: each pod uplink carries B/2, one flow per direction.
+    auto three_levels = [&](double core_oversubscription) {
+      PlatformSpec spec                     = cluster(n, 1, 300e9, 1e-6, B, L, 1, 1.0);
+      spec.network.levels                   = 3;
+      spec.network.pod_radix                = 1;
+      spec.network.core_oversubscription    = core_oversubscription;
+      return all_reduce_s(spec, S);
+    };
+    const double blocking = three_levels(2.0), non_blocking = three_levels(1.0);
+    CHECK(non_blocking == Approx(ring(B)).epsilon(0.02));
+    CHECK(blocking / non_blocking == Approx(ring(B / 2) / ring(B)).epsilon(0.03));
+    // Two leaves per pod: steps inside a pod never reach the core; 0→1 and 2→3 stay in their
+    // pods, 1→2 and 3→0 cross it once per direction, so 2:1 at the core still halves those steps.
+    PlatformSpec pods_of_two                  = cluster(n, 1, 300e9, 1e-6, B, L, 1, 1.0);
+    pods_of_two.network.levels                = 3;
+    pods_of_two.network.pod_radix             = 2;
+    pods_of_two.network.core_oversubscription = 4.0; // pod uplink 2B/4 = B/2
+    CHECK(all_reduce_s(pods_of_two, S) / non_blocking == Approx(ring(B / 2) / ring(B)).epsilon(0.03));
+  }
   SECTION("two nodes per leaf: a ring crosses each uplink direction once, so 2:1 still suffices")
   {
     // leaf_radix 2: leaf uplink = 2B/2 = B at 2:1. Ring 0→1→2→3→0 crosses leaves at 1→2 and 3→0,

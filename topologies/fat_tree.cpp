@@ -1,7 +1,9 @@
-// A two-level fat-tree: nodes under leaf switches (leaf_radix NICs per leaf, in node order), each
-// leaf joined to the core by one aggregated uplink carrying the leaf's whole NIC bandwidth
-// divided by the oversubscription. With oversubscription 1 the fabric is non-blocking: only the
-// NICs limit traffic.
+// A fat-tree: nodes under leaf switches (leaf_radix NICs per leaf, in node order), each leaf
+// joined to the switch above by one aggregated uplink carrying the leaf's whole NIC bandwidth
+// divided by the oversubscription. With `levels: 3` the leaves are grouped in pods of pod_radix
+// leaves (a SuperPOD's scalable units) and each pod is joined to the core by one uplink of its
+// leaves' uplinks together, thinned again by core_oversubscription. With every oversubscription
+// 1 the fabric is non-blocking: only the NICs limit traffic.
 //
 //   node ─┐              ┌─ node
 //   node ─┼─ leaf ═╗  ╔═ leaf ─┼─ node
@@ -34,47 +36,84 @@ namespace {
 namespace sg4   = simgrid::s4u;
 using Direction = sg4::LinkInRoute::Direction;
 
+struct Switch {
+  sg4::NetZone* zone;
+  simgrid::kernel::routing::NetPoint* gateway;
+  double Bps; // what the NICs below it can send together
+};
+
+// Joins a switch to the star above it by one aggregated uplink "{name}-uplink" of its NICs'
+// bandwidth thinned by `oversubscription`.
+void add_uplink(sg4::NetZone* above, const Switch& below, const std::string& name, double oversubscription)
+{
+  auto* up = above->create_split_duplex_link(name + "-uplink", below.Bps / oversubscription);
+  up->set_latency(0)->seal();
+  above->add_route(below.zone->get_netpoint(), nullptr, below.gateway, nullptr, {sg4::LinkInRoute(up, Direction::UP)},
+                   true);
+}
+
 void build_fat_tree(FabricBuild& build)
 {
   const auto& spec  = build.spec;
   const auto& nodes = build.nodes;
-  auto* core = sg4::create_star_zone("core");
-  sg4::NetZone* leaf  = nullptr;
-  int leaf_nics       = 0;
-  double leaf_Bps     = 0;
-  int leaf_index      = -1;
-  struct Leaf {
-    sg4::NetZone* zone;
-    simgrid::kernel::routing::NetPoint* gateway;
-    double Bps;
+  const bool pods   = spec.network.levels == 3;
+  auto* core        = sg4::create_star_zone("core");
+  std::vector<Switch> leaves, all_pods;
+  Switch pod{nullptr, nullptr, 0};
+  int leaves_in_pod = 0;
+  // The star a new leaf goes under: the core, or the current pod (a new one every pod_radix leaves).
+  auto parent_of_new_leaf = [&]() -> sg4::NetZone* {
+    if (!pods)
+      return core;
+    if (pod.zone == nullptr || leaves_in_pod == spec.network.pod_radix) {
+      if (pod.zone != nullptr)
+        all_pods.push_back(pod);
+      pod.zone = sg4::create_star_zone(fmt::format("pod{}", all_pods.size()));
+      pod.zone->set_parent(core);
+      pod.gateway   = add_switch_port(pod.zone, fmt::format("pod{}", all_pods.size()));
+      pod.Bps       = 0;
+      leaves_in_pod = 0;
+    }
+    ++leaves_in_pod;
+    return pod.zone;
   };
-  std::vector<Leaf> leaves;
-  simgrid::kernel::routing::NetPoint* gateway = nullptr;
+  Switch leaf{nullptr, nullptr, 0};
+  int leaf_nics = 0;
+  std::vector<sg4::NetZone*> parent_of_leaf;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (leaf == nullptr || leaf_nics + nodes[i].nics > std::max(spec.network.leaf_radix, nodes[i].nics)) {
-      if (leaf != nullptr)
-        leaves.push_back(Leaf{leaf, gateway, leaf_Bps});
-      leaf = sg4::create_star_zone(fmt::format("leaf{}", ++leaf_index));
-      leaf->set_parent(core);
-      gateway   = add_switch_port(leaf, fmt::format("leaf{}", leaf_index));
-      leaf_nics = 0;
-      leaf_Bps  = 0;
+    if (leaf.zone == nullptr || leaf_nics + nodes[i].nics > std::max(spec.network.leaf_radix, nodes[i].nics)) {
+      if (leaf.zone != nullptr)
+        leaves.push_back(leaf);
+      sg4::NetZone* parent = parent_of_new_leaf();
+      parent_of_leaf.push_back(parent);
+      leaf.zone = sg4::create_star_zone(fmt::format("leaf{}", leaves.size()));
+      leaf.zone->set_parent(parent);
+      leaf.gateway = add_switch_port(leaf.zone, fmt::format("leaf{}", leaves.size()));
+      leaf.Bps     = 0;
+      leaf_nics    = 0;
     }
     leaf_nics += nodes[i].nics;
-    leaf_Bps += nodes[i].uplink_Bps;
-    build.node(static_cast<int>(i), leaf);
+    leaf.Bps += nodes[i].uplink_Bps;
+    if (pods)
+      pod.Bps += nodes[i].uplink_Bps;
+    build.node(static_cast<int>(i), leaf.zone);
   }
-  leaves.push_back(Leaf{leaf, gateway, leaf_Bps});
-  for (size_t l = 0; l < leaves.size(); ++l) {
-    auto* up = core->create_split_duplex_link(fmt::format("leaf{}-uplink", l), leaves[l].Bps / spec.network.oversubscription);
-    up->set_latency(0)->seal();
-    core->add_route(leaves[l].zone->get_netpoint(), nullptr, leaves[l].gateway, nullptr,
-                    {sg4::LinkInRoute(up, Direction::UP)}, true);
-  }
+  leaves.push_back(leaf);
+  if (pods)
+    all_pods.push_back(pod);
+  // A leaf's uplink lives in the star above it (the core, or its pod).
+  for (size_t l = 0; l < leaves.size(); ++l)
+    add_uplink(parent_of_leaf[l], leaves[l], fmt::format("leaf{}", l), spec.network.oversubscription);
+  if (pods) // each pod: its leaves' NICs together, thinned by the core's oversubscription
+    for (size_t p = 0; p < all_pods.size(); ++p)
+      add_uplink(core, all_pods[p], fmt::format("pod{}", p),
+                 spec.network.oversubscription * spec.network.core_oversubscription);
 }
 
 const bool registered = FabricRegistry::add(
-    "fat_tree", "two-level fat-tree: leaf switches of leaf_radix NICs, uplinks thinned by oversubscription",
+    "fat_tree",
+    "fat-tree of 2 or 3 levels: leaf switches of leaf_radix NICs (and pods of pod_radix leaves), uplinks thinned by "
+    "oversubscription",
     FabricBuilder{build_fat_tree});
 
 } // namespace

@@ -89,6 +89,11 @@ nlohmann::json fabric_json(const PlatformSpec& p)
     f["preset"] = p.preset;
   if (n.topology == "fat_tree" || n.topology == "rail_optimized") {
     f["leaf_radix"]       = n.leaf_radix;
+    if (n.topology == "fat_tree" && n.levels == 3) {
+      f["levels"]                = n.levels;
+      f["pod_radix"]             = n.pod_radix;
+      f["core_oversubscription"] = n.core_oversubscription;
+    }
     f["oversubscription"] = n.oversubscription;
   } else if (n.topology == "torus") {
     f["dimensions"] = n.torus.dimensions;
@@ -114,8 +119,12 @@ std::string fabric_text(const nlohmann::json& f)
   const std::string t = f["topology"].get<std::string>();
   std::string text    = "  fabric " + t;
   if (t == "fat_tree")
-    text += fmt::format(": leaf_radix {} NICs, oversubscription {:g}:1", f["leaf_radix"].get<int>(),
-                        f["oversubscription"].get<double>());
+    text += fmt::format(": leaf_radix {} NICs, oversubscription {:g}:1{}", f["leaf_radix"].get<int>(),
+                        f["oversubscription"].get<double>(),
+                        f.contains("levels") ? fmt::format("; 3 levels: pods of {} leaves, core oversubscription {:g}:1",
+                                                           f["pod_radix"].get<int>(),
+                                                           f["core_oversubscription"].get<double>())
+                                             : "");
   else if (t == "rail_optimized")
     text += fmt::format(": NIC k of each node on rail switch k, {} nodes per unit, spine oversubscription {:g}:1",
                         f["leaf_radix"].get<int>(), f["oversubscription"].get<double>());

@@ -336,7 +336,11 @@ private:
   {
     sg4::VirtualMachine* vm = compute_vm_[t.rank_index];
     const Task& task        = task_of(t);
-    if (vm == nullptr || task.kind != TaskKind::Collective || !is_communication(task.stream))
+    // Tensor-parallel collectives run in order with the rank's compute (Megatron waits for them),
+    // so they never share the SMs with a kernel of the same rank; toggling the bound for them
+    // would only cost solver time.
+    if (vm == nullptr || task.kind != TaskKind::Collective || !is_communication(task.stream) ||
+        task.stream == Stream::Tensor)
       return;
     interfering_[t.rank_index][t.task] = 1;
     if (collectives_in_flight_[t.rank_index]++ == 0)

@@ -214,7 +214,7 @@ struct SimulationSpec {
   unsigned jitter_seed = 1;
   // Compute slows by the device's calibration.comm_compute_interference while a collective runs
   // beside it on a communication stream; false turns the effect off.
-  bool comm_compute_interference = true;
+  bool comm_compute_interference = false;
 };
 
 struct Scenario {

@@ -229,6 +229,7 @@ TEST_CASE("interference: a data-parallel step is slower with it, and simulation.
   doc["parallelism"]["bucket_size"]                    = "10MB";
   doc["parallelism"]["overlap_grad_reduce"]            = true;
   doc["model"]["num_layers"]                           = 16;
+  doc["simulation"]["comm_compute_interference"]       = true;
   nlohmann::json off                                   = doc;
   off["simulation"]["comm_compute_interference"]       = false;
   Report with    = simulate_isolated(scenario_from_json(doc));

@@ -52,6 +52,14 @@ void add_uplink(sg4::NetZone* above, const Switch& below, const std::string& nam
                    true);
 }
 
+// A switch "{name}": a star zone under `parent` with its port (topologies/switch_port.hpp).
+Switch open_switch(sg4::NetZone* parent, const std::string& name)
+{
+  auto* zone = sg4::create_star_zone(name);
+  zone->set_parent(parent);
+  return Switch{zone, add_switch_port(zone, name), 0};
+}
+
 void build_fat_tree(FabricBuild& build)
 {
   const auto& spec  = build.spec;
@@ -68,10 +76,7 @@ void build_fat_tree(FabricBuild& build)
     if (pod.zone == nullptr || leaves_in_pod == spec.network.pod_radix) {
       if (pod.zone != nullptr)
         all_pods.push_back(pod);
-      pod.zone = sg4::create_star_zone(fmt::format("pod{}", all_pods.size()));
-      pod.zone->set_parent(core);
-      pod.gateway   = add_switch_port(pod.zone, fmt::format("pod{}", all_pods.size()));
-      pod.Bps       = 0;
+      pod           = open_switch(core, fmt::format("pod{}", all_pods.size()));
       leaves_in_pod = 0;
     }
     ++leaves_in_pod;
@@ -86,11 +91,8 @@ void build_fat_tree(FabricBuild& build)
         leaves.push_back(leaf);
       sg4::NetZone* parent = parent_of_new_leaf();
       parent_of_leaf.push_back(parent);
-      leaf.zone = sg4::create_star_zone(fmt::format("leaf{}", leaves.size()));
-      leaf.zone->set_parent(parent);
-      leaf.gateway = add_switch_port(leaf.zone, fmt::format("leaf{}", leaves.size()));
-      leaf.Bps     = 0;
-      leaf_nics    = 0;
+      leaf      = open_switch(parent, fmt::format("leaf{}", leaves.size()));
+      leaf_nics = 0;
     }
     leaf_nics += nodes[i].nics;
     leaf.Bps += nodes[i].uplink_Bps;

@@ -53,16 +53,6 @@ TEST_CASE("interleaved 1F1B order matches Megatron-LM's (p=2, v=2, m=4)")
     CHECK(check_order(s.order(stage, shape), shape, false).empty());
 }
 
-TEST_CASE("ZB-H1 order: 1F1B's forwards and input-gradient passes, weight passes delayed by the warm-up depth")
-{
-  const auto& s = ScheduleRegistry::get("zb_h1", "");
-  PipelineShape shape{3, 4, 1};
-  CHECK(order_text(s.order(0, shape)) == "F0 F1 F2 B0 F3 B1 W0 B2 W1 B3 W2 W3");
-  CHECK(order_text(s.order(2, shape)) == "F0 B0 W0 F1 B1 W1 F2 B2 W2 F3 B3 W3");
-  for (int stage = 0; stage < 3; ++stage)
-    CHECK(check_order(s.order(stage, shape), shape, true).empty());
-}
-
 TEST_CASE("measured bubble equals the textbook fraction with uniform stages and free communication")
 {
   auto [schedule, p, m] = GENERATE(table<std::string, int, int>({{"gpipe", 2, 4},

@@ -1,34 +1,60 @@
 // ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024): backward is split into the
 // input-gradient pass B, which the previous stage waits for, and the weight-gradient pass W,
-// which nobody waits for. Forwards and B passes keep 1F1B's order; stage s delays its W passes
-// by its warm-up depth p-s-1 so that, in the drain, each W fills the wait for the next B's
-// gradient. The last stage runs F B W with no delay.
+// which nobody waits for. Forwards and B passes keep 1F1B's order. The order of the W passes is
+// the one the paper's authors run (sail-sg/zero-bubble-pipeline-parallelism, Megatron's
+// schedules.py, commit c5d5074, "delay W by rank"): stage s defers the W of its first s steady
+// B passes and of its last one into a queue, runs every other W right after its B (Megatron then
+// batches the B's send with the next forward's receive), and pops one deferred W after each
+// drain B once s of them are due. What is still queued runs at the end. Stage 0 never defers: it
+// has nothing downstream to wait for. The last stage defers most, and its deferred W passes fill
+// the tail that 1F1B leaves idle while the gradients travel back up the pipeline.
 #include "workloads/schedule.hpp"
 
 #include <algorithm>
+#include <deque>
 
 namespace stepsim {
 namespace {
 
-// 1F1B's order with the W passes put in: after each steady-state B once the warm-up depth is
-// reached, and, in the drain, before each B (a stage waits there for the next stage's gradient,
-// and a pending W fills the wait).
 std::vector<PipeOp> zb_h1_order(int stage, const PipelineShape& shape)
 {
+  using T          = PipeOp::Type;
   const int m      = shape.micro_batches;
   const int warmup = std::min(shape.stages - stage - 1, m);
+  const int steady = m - warmup;
   std::vector<PipeOp> order;
-  int next_w = 0;
-  for (const PipeOp& op : ScheduleRegistry::get("1f1b", "parallelism.schedule").order(stage, shape)) {
-    const bool drain = op.type == PipeOp::Type::B && op.micro_batch >= m - warmup;
-    if (drain && next_w < op.micro_batch)
-      order.push_back({PipeOp::Type::W, next_w++});
-    order.push_back(op);
-    if (op.type == PipeOp::Type::B && !drain && op.micro_batch >= warmup)
-      order.push_back({PipeOp::Type::W, next_w++});
+  std::deque<int> deferred; // micro-batches whose W waits
+  auto pop_w = [&] {
+    order.push_back({T::W, deferred.front()});
+    deferred.pop_front();
+  };
+
+  for (int mb = 0; mb < warmup; ++mb)
+    order.push_back({T::F, mb});
+  for (int i = 0; i < steady; ++i) {
+    const bool last = i == steady - 1;
+    order.push_back({T::F, warmup + i});
+    order.push_back({T::B, i});
+    if (stage > 0 && (i < stage || last))
+      deferred.push_back(i);
+    else
+      order.push_back({T::W, i});
+    if (last && stage > 0 && i >= stage)
+      pop_w();
   }
-  while (next_w < m)
-    order.push_back({PipeOp::Type::W, next_w++});
+  for (int j = 0; j < warmup; ++j) {
+    const int mb = steady + j;
+    order.push_back({T::B, mb});
+    if (stage == 0) {
+      order.push_back({T::W, mb});
+      continue;
+    }
+    deferred.push_back(mb);
+    if (mb >= stage)
+      pop_w();
+  }
+  while (!deferred.empty())
+    pop_w();
   return order;
 }
 

@@ -73,6 +73,66 @@ std::vector<bool> ranks_in_use(const Workload& w)
   return used;
 }
 
+Task compute_task(int work, Pass pass, int micro_batch, int chunk, Stream stream)
+{
+  Task t;
+  t.kind        = TaskKind::Compute;
+  t.stream      = stream;
+  t.pass        = pass;
+  t.work        = work;
+  t.micro_batch = micro_batch;
+  t.chunk       = chunk;
+  return t;
+}
+
+Task collective_task(Stream stream, CollectiveOp op, int group, double bytes, Pass pass, int micro_batch, int chunk)
+{
+  Task t;
+  t.kind        = TaskKind::Collective;
+  t.stream      = stream;
+  t.op          = op;
+  t.group       = group;
+  t.bytes       = bytes;
+  t.pass        = pass;
+  t.micro_batch = micro_batch;
+  t.chunk       = chunk;
+  return t;
+}
+
+Task point_to_point_task(TaskKind kind, Stream stream, int peer, int tag, double bytes, Pass pass, int micro_batch,
+                         int chunk)
+{
+  Task t;
+  t.kind        = kind;
+  t.stream      = stream;
+  t.peer        = peer;
+  t.tag         = tag;
+  t.bytes       = bytes;
+  t.pass        = pass;
+  t.micro_batch = micro_batch;
+  t.chunk       = chunk;
+  return t;
+}
+
+Task host_copy_task(Stream stream, double bytes, Pass pass, int micro_batch, int chunk)
+{
+  Task t;
+  t.kind        = TaskKind::HostCopy;
+  t.stream      = stream;
+  t.bytes       = bytes;
+  t.pass        = pass;
+  t.micro_batch = micro_batch;
+  t.chunk       = chunk;
+  return t;
+}
+
+TaskId ProgramBuilder::add(const Task& task, TaskId after)
+{
+  TaskId id = add(task);
+  depends(id, after);
+  return id;
+}
+
 TaskId ProgramBuilder::add(const Task& task)
 {
   TaskId id   = boost::add_vertex(task, program_.graph);

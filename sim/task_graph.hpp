@@ -62,6 +62,15 @@ struct Task {
   CollectiveOp op = CollectiveOp::AllReduce;
 };
 
+// Each kind of task a lowering creates, filled in one place. micro_batch and chunk say which
+// pipeline pass a task belongs to (-1 and 0 outside any).
+Task compute_task(int work, Pass pass, int micro_batch = -1, int chunk = 0, Stream stream = Stream::Compute);
+Task collective_task(Stream stream, CollectiveOp op, int group, double bytes, Pass pass = Pass::Other,
+                     int micro_batch = -1, int chunk = 0);
+Task point_to_point_task(TaskKind kind, Stream stream, int peer, int tag, double bytes, Pass pass, int micro_batch,
+                         int chunk);
+Task host_copy_task(Stream stream, double bytes, Pass pass, int micro_batch, int chunk);
+
 using TaskGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Task>;
 using TaskId    = TaskGraph::vertex_descriptor;
 
@@ -123,6 +132,8 @@ class ProgramBuilder {
 public:
   explicit ProgramBuilder(RankProgram& program) : program_(program) { last_.fill(kNone); }
   TaskId add(const Task& task);
+  // add, and make the task wait for `after` as well as for its stream (kNone: the stream only).
+  TaskId add(const Task& task, TaskId after);
   void depends(TaskId later, TaskId earlier);
   static constexpr TaskId kNone = static_cast<TaskId>(-1);
 

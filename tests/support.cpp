@@ -66,12 +66,8 @@ nlohmann::json measure_route(const PlatformSpec& spec, int src, int dst, double 
       w.ranks.emplace_back();
       w.ranks.back().rank = r;
       ProgramBuilder b(w.ranks.back());
-      Task t;
-      t.kind   = r == src ? TaskKind::Send : TaskKind::Recv;
-      t.stream = r == src ? Stream::SendNext : Stream::RecvPrev;
-      t.bytes  = bytes;
-      t.peer   = r == src ? dst : src;
-      b.add(t);
+      b.add(point_to_point_task(r == src ? TaskKind::Send : TaskKind::Recv, r == src ? Stream::SendNext : Stream::RecvPrev,
+                                r == src ? dst : src, 0, bytes, Pass::Other, -1, 0));
     }
     out["transfer_s"] = replay(w, p.gpus, CollectiveRegistry::get("ring", "")).end_s;
     return out;

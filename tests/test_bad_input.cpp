@@ -100,25 +100,14 @@ Workload two_ranks()
   return w;
 }
 
-Task compute_task(int micro_batch)
+Task forward(int micro_batch)
 {
-  Task t;
-  t.work        = 0;
-  t.pass        = Pass::Forward;
-  t.micro_batch = micro_batch;
-  return t;
+  return compute_task(0, Pass::Forward, micro_batch);
 }
 
 Task p2p(TaskKind kind, Stream stream, int peer, int tag)
 {
-  Task t;
-  t.kind   = kind;
-  t.stream = stream;
-  t.peer   = peer;
-  t.tag    = tag;
-  t.bytes  = 1e6;
-  t.pass   = Pass::Forward;
-  return t;
+  return point_to_point_task(kind, stream, peer, tag, 1e6, Pass::Forward, -1, 0);
 }
 
 std::string all(const std::vector<std::string>& problems)
@@ -150,8 +139,8 @@ TEST_CASE("graph check: a cycle within a rank names the rank and the tasks", "[g
 {
   Workload w = two_ranks();
   auto& g    = w.ranks[1].graph;
-  TaskId a   = boost::add_vertex(compute_task(0), g);
-  TaskId b   = boost::add_vertex(compute_task(1), g);
+  TaskId a   = boost::add_vertex(forward(0), g);
+  TaskId b   = boost::add_vertex(forward(1), g);
   boost::add_edge(a, b, g);
   boost::add_edge(b, a, g);
   auto text = all(find_graph_problems(w));
@@ -204,7 +193,7 @@ TEST_CASE("graph check: ranks that each receive before they send deadlock across
 TEST_CASE("graph check: references that point nowhere are problems, not crashes", "[graph_check]")
 {
   Workload w = two_ranks();
-  Task bad_work = compute_task(0);
+  Task bad_work = forward(0);
   bad_work.work = 5;
   boost::add_vertex(bad_work, w.ranks[0].graph);
   boost::add_vertex(p2p(TaskKind::Send, Stream::SendNext, 9, 0), w.ranks[0].graph);

@@ -189,9 +189,7 @@ std::pair<double, double> compute_beside_collective(double compute_s, double byt
     w.works.push_back(layer);
     for (auto& program : w.ranks) {
       program.comm_compute_interference = interference;
-      Task t;
-      t.work = 0;
-      ProgramBuilder(program).add(t);
+      ProgramBuilder(program).add(compute_task(0, Pass::Other));
     }
     ReplayResult result = replay(w, platform.gpus, CollectiveRegistry::get("ring", ""));
     const auto& tasks   = result.ranks[0].tasks; // task 0: the all-reduce, task 1: the compute

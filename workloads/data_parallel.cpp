@@ -48,38 +48,15 @@ void DataParallelLowering::begin_rank(ProgramBuilder& builder, int group, int st
   cached_.clear();
 }
 
-TaskId DataParallelLowering::add(Task t, TaskId after)
-{
-  TaskId id = builder_->add(t);
-  builder_->depends(id, after);
-  return id;
-}
-
 TaskId DataParallelLowering::collective(Stream stream, CollectiveOp op, double bytes, Pass pass, int micro_batch,
                                         int chunk, TaskId after)
 {
-  Task t;
-  t.kind        = TaskKind::Collective;
-  t.stream      = stream;
-  t.op          = op;
-  t.group       = group_;
-  t.bytes       = bytes;
-  t.pass        = pass;
-  t.micro_batch = micro_batch;
-  t.chunk       = chunk;
-  return add(t, after);
+  return builder_->add(collective_task(stream, op, group_, bytes, pass, micro_batch, chunk), after);
 }
 
 TaskId DataParallelLowering::host_copy(Stream stream, double bytes, Pass pass, int micro_batch, int chunk, TaskId after)
 {
-  Task t;
-  t.kind        = TaskKind::HostCopy;
-  t.stream      = stream;
-  t.bytes       = bytes;
-  t.pass        = pass;
-  t.micro_batch = micro_batch;
-  t.chunk       = chunk;
-  return add(t, after);
+  return builder_->add(host_copy_task(stream, bytes, pass, micro_batch, chunk), after);
 }
 
 // --- ZeRO-3 / FSDP parameter gathers ---------------------------------------------------------
@@ -211,9 +188,6 @@ void DataParallelLowering::step(TaskId after)
   Work work{fmt::format("optimizer_stage{}", stage_),
             {memory_kernel("optimizer_step", shard * optimizer_bytes_per_parameter(s_.training))},
             0};
-  Task t;
-  t.kind = TaskKind::Compute;
-  t.pass = Pass::Optimizer;
   TaskId done;
   if (plan_.offload_optimizer) {
     // The node's GPUs step their shards on its CPU at the same time, so each gets its share of
@@ -224,16 +198,13 @@ void DataParallelLowering::step(TaskId after)
     work.name           = fmt::format("cpu_optimizer_stage{}", stage_);
     work.host_memory_Bps = groups.at(g).host.memory_bandwidth_Bps / groups.at(g).gpus_per_node;
     works_.push_back(std::move(work));
-    t.stream = Stream::Host;
-    t.work   = static_cast<int>(works_.size() - 1);
-    TaskId cpu = add(t, after);
+    TaskId cpu = builder_->add(compute_task(static_cast<int>(works_.size() - 1), Pass::Optimizer, -1, 0, Stream::Host),
+                               after);
     builder_->depends(cpu, last_offload_);
     done = host_copy(Stream::HostToDevice, shard * plan_.parameter_bytes, Pass::Optimizer, -1, 0, cpu);
   } else {
     works_.push_back(std::move(work));
-    t.stream = Stream::Compute;
-    t.work   = static_cast<int>(works_.size() - 1);
-    done     = add(t, after);
+    done = builder_->add(compute_task(static_cast<int>(works_.size() - 1), Pass::Optimizer), after);
   }
   if (plan_.gather_updated_weights) // the distributed optimizer gathers the updated weights back
     collective(Stream::Data, CollectiveOp::AllGather, step_parameters_ * plan_.parameter_bytes, Pass::Optimizer, -1, 0,

@@ -83,7 +83,6 @@ private:
     TaskId ready = ProgramBuilder::kNone;
     bool last    = false; // holds the step's last gradients of its parameters
   };
-  TaskId add(Task t, TaskId after);
   TaskId collective(Stream stream, CollectiveOp op, double bytes, Pass pass, int micro_batch, int chunk, TaskId after);
   TaskId host_copy(Stream stream, double bytes, Pass pass, int micro_batch, int chunk, TaskId after);
   TaskId gather(int index, TaskId issue_after);

@@ -213,50 +213,19 @@ private:
   // --- tasks --------------------------------------------------------------------------------
   TaskId compute(int work, Pass pass, const PipeOp& op, TaskId after)
   {
-    Task t;
-    t.kind        = TaskKind::Compute;
-    t.stream      = Stream::Compute;
-    t.pass        = pass;
-    t.work        = work;
-    t.micro_batch = op.micro_batch;
-    t.chunk       = op.chunk;
-    TaskId id     = builder_->add(t);
-    builder_->depends(id, after);
-    return id;
+    return builder_->add(compute_task(work, pass, op.micro_batch, op.chunk), after);
   }
 
   TaskId collective(Stream stream, CollectiveOp op, int group_id, double bytes, Pass pass, const PipeOp& pipe_op,
                     TaskId after)
   {
-    Task t;
-    t.kind        = TaskKind::Collective;
-    t.stream      = stream;
-    t.op          = op;
-    t.group       = group_id;
-    t.bytes       = bytes;
-    t.pass        = pass;
-    t.micro_batch = pipe_op.micro_batch;
-    t.chunk       = pipe_op.chunk;
-    TaskId id     = builder_->add(t);
-    builder_->depends(id, after);
-    return id;
+    return builder_->add(collective_task(stream, op, group_id, bytes, pass, pipe_op.micro_batch, pipe_op.chunk), after);
   }
 
   TaskId point_to_point(TaskKind kind, Stream stream, int peer, int tag, double bytes, Pass pass, const PipeOp& op,
                         TaskId after)
   {
-    Task t;
-    t.kind        = kind;
-    t.stream      = stream;
-    t.peer        = peer;
-    t.tag         = tag;
-    t.bytes       = bytes;
-    t.pass        = pass;
-    t.micro_batch = op.micro_batch;
-    t.chunk       = op.chunk;
-    TaskId id     = builder_->add(t);
-    builder_->depends(id, after);
-    return id;
+    return builder_->add(point_to_point_task(kind, stream, peer, tag, bytes, pass, op.micro_batch, op.chunk), after);
   }
 
   // One tensor-parallel block: with sequence parallelism an all-gather before and a

@@ -68,13 +68,7 @@ Workload collective_workload(const PlatformSpec& platform, const std::vector<int
     w.ranks.emplace_back();
     w.ranks.back().rank = rank;
     ProgramBuilder b(w.ranks.back());
-    Task t;
-    t.kind   = TaskKind::Collective;
-    t.stream = Stream::Data;
-    t.group  = 0;
-    t.bytes  = bytes;
-    t.op     = op;
-    b.add(t);
+    b.add(collective_task(Stream::Data, op, 0, bytes));
   }
   describe_groups(w, platform, {}, 0); // which members share a node, NVLS (tools/driver/collective_groups.hpp)
   return w;

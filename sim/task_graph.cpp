@@ -73,57 +73,36 @@ std::vector<bool> ranks_in_use(const Workload& w)
   return used;
 }
 
+// Designated initializers name each field set; the rest keep Task's defaults.
 Task compute_task(int work, Pass pass, int micro_batch, int chunk, Stream stream)
 {
-  Task t;
-  t.kind        = TaskKind::Compute;
-  t.stream      = stream;
-  t.pass        = pass;
-  t.work        = work;
-  t.micro_batch = micro_batch;
-  t.chunk       = chunk;
-  return t;
+  return {.kind = TaskKind::Compute, .stream = stream, .pass = pass, .micro_batch = micro_batch, .chunk = chunk,
+          .work = work};
 }
 
 Task collective_task(Stream stream, CollectiveOp op, int group, double bytes, Pass pass, int micro_batch, int chunk)
 {
-  Task t;
-  t.kind        = TaskKind::Collective;
-  t.stream      = stream;
-  t.op          = op;
-  t.group       = group;
-  t.bytes       = bytes;
-  t.pass        = pass;
-  t.micro_batch = micro_batch;
-  t.chunk       = chunk;
-  return t;
+  return {.kind        = TaskKind::Collective,
+          .stream      = stream,
+          .pass        = pass,
+          .micro_batch = micro_batch,
+          .chunk       = chunk,
+          .bytes       = bytes,
+          .group       = group,
+          .op          = op};
 }
 
 Task point_to_point_task(TaskKind kind, Stream stream, int peer, int tag, double bytes, Pass pass, int micro_batch,
                          int chunk)
 {
-  Task t;
-  t.kind        = kind;
-  t.stream      = stream;
-  t.peer        = peer;
-  t.tag         = tag;
-  t.bytes       = bytes;
-  t.pass        = pass;
-  t.micro_batch = micro_batch;
-  t.chunk       = chunk;
-  return t;
+  return {.kind = kind, .stream = stream, .pass = pass, .micro_batch = micro_batch, .chunk = chunk, .bytes = bytes,
+          .peer = peer, .tag = tag};
 }
 
 Task host_copy_task(Stream stream, double bytes, Pass pass, int micro_batch, int chunk)
 {
-  Task t;
-  t.kind        = TaskKind::HostCopy;
-  t.stream      = stream;
-  t.bytes       = bytes;
-  t.pass        = pass;
-  t.micro_batch = micro_batch;
-  t.chunk       = chunk;
-  return t;
+  return {.kind = TaskKind::HostCopy, .stream = stream, .pass = pass, .micro_batch = micro_batch, .chunk = chunk,
+          .bytes = bytes};
 }
 
 TaskId ProgramBuilder::add(const Task& task, TaskId after)

@@ -223,8 +223,8 @@ TEST_CASE("a layer list of a transformer's own kernels predicts the built-in tra
   const Report expected = simulate_isolated(s);
   const Report r        = simulate_isolated(scenario_from_json(listed));
   REQUIRE(expected.step_time_s > 0);
-  CHECK(r.step_time_s == Approx(expected.step_time_s).epsilon(0.01));
-  CHECK(r.tokens_per_s == Approx(expected.tokens_per_s).epsilon(0.01));
+  CHECK(r.step_time_s == Approx(expected.step_time_s).epsilon(0.001));
+  CHECK(r.tokens_per_s == Approx(expected.tokens_per_s).epsilon(0.001));
 }
 
 TEST_CASE("layer-list FLOPs and MFU are the sums of the FLOPs given", "[layer_list]")
@@ -337,12 +337,14 @@ TEST_CASE("a layer given by kernels equals the same work given by figures", "[la
     CHECK(simulate_isolated(scenario_from_json(kernels)).step_time_s ==
           Approx(simulate_isolated(scenario_from_json(figures)).step_time_s).epsilon(1e-6));
   }
-  SECTION("the kernel model: a large square GEMM runs close to the calibrated efficiency the figures assume")
+  SECTION("the kernel model: a large GEMM runs close to the calibrated efficiency the figures assume")
   {
+    // The shape costs the K loop's fill (gemm_half_k, about 6 % of K = 4096 on an A100) and a
+    // partly filled last wave; the figures are the best case, without either.
     const double by_kernels = simulate_isolated(scenario_from_json(kernels)).step_time_s;
     const double by_figures = simulate_isolated(scenario_from_json(figures)).step_time_s;
-    CHECK(by_kernels == Approx(by_figures).epsilon(0.05));
-    CHECK(by_kernels >= by_figures * 0.999); // the figures are the best case: no wave or tile losses
+    CHECK(by_kernels >= by_figures);
+    CHECK(by_kernels <= 1.1 * by_figures);
   }
 }
 

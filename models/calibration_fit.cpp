@@ -35,6 +35,7 @@ std::string kind_of(const MeasuredKernel& row)
   case KernelKind::Gemm: return "gemm " + row.dtype;
   case KernelKind::Attention: return "attention";
   case KernelKind::Memory: return "memory";
+  case KernelKind::Opaque: return "opaque";
   }
   return "";
 }

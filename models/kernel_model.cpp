@@ -3,7 +3,9 @@
 // quantisation), and a ragged edge costs a whole tile (tile quantisation). Each tile runs at the
 // device's calibrated best efficiency, less a pipeline fill that matters when K is small. The
 // best tile shape is chosen as cuBLAS's heuristics would. Fused attention runs at its own
-// calibrated efficiency; everything else is bytes over the achieved memory bandwidth.
+// calibrated efficiency; everything else is bytes over the achieved memory bandwidth. A kernel
+// known only by its FLOPs (a layer-list layer given by figures) runs at the calibrated GEMM
+// efficiency.
 #include "models/compute_model.hpp"
 
 #include <algorithm>
@@ -58,11 +60,22 @@ double attention_seconds(const Kernel& k, const Device& d, const std::string& pr
   return std::max(math, memory) + c.kernel_overhead_s;
 }
 
+// FLOPs from a profiler or a paper are almost all a layer's matrix products (convolutions, linear
+// layers, attention), so they run at the efficiency the device's calibration measured for large,
+// well-shaped GEMMs. Without a shape there are no wave or tile effects: for small layers this is
+// the best case, and the kernels form of a layer gives them. (The layer's bandwidth-bound bytes
+// are a Memory kernel of their own.)
+double opaque_seconds(const Kernel& k, const Device& d, const std::string& precision)
+{
+  return k.flops() / (d.peak(precision) * d.calibration.gemm_efficiency_at(precision)) + d.calibration.kernel_overhead_s;
+}
+
 double kernel_seconds(const Kernel& k, const Device& d, const std::string& precision)
 {
   switch (k.kind) {
   case KernelKind::Gemm: return gemm_seconds(k, d, precision);
   case KernelKind::Attention: return attention_seconds(k, d, precision);
+  case KernelKind::Opaque: return opaque_seconds(k, d, precision);
   case KernelKind::Memory:
     return k.bytes / (d.memory_bandwidth_Bps * d.calibration.memory_efficiency) + d.calibration.kernel_overhead_s;
   }

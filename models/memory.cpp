@@ -1,6 +1,7 @@
 #include "models/memory.hpp"
 
 #include "workloads/cnn.hpp"
+#include "workloads/layer_list.hpp"
 #include "workloads/moe.hpp"
 #include "workloads/transformer.hpp"
 
@@ -31,6 +32,13 @@ double layer_activation_bytes(const Scenario& s)
 
 namespace {
 
+// The layers as the lowering splits them: a layer list's kernels are per micro-batch and its
+// figures per sample, so the split by FLOPs depends on the micro-batch.
+std::vector<CnnLayer> cnn_layers_of(const Scenario& s)
+{
+  return cnn_layers(s.model, double(s.training.micro_batch_size), element_bytes(s.training.precision) == 4 ? 4 : 2);
+}
+
 // A CNN's layers on each pipeline stage (over its virtual stages), by index into cnn_layers.
 std::vector<std::vector<int>> cnn_layers_by_stage(const Scenario& s, const std::vector<CnnLayer>& layers)
 {
@@ -51,7 +59,7 @@ std::vector<std::vector<int>> cnn_layers_by_stage(const Scenario& s, const std::
 MemoryBreakdown cnn_stage_memory(const Scenario& s, int stage, int micro_batches_in_flight)
 {
   const double e   = element_bytes(s.training.precision) == 4 ? 4 : 2;
-  const auto layers = cnn_layers(s.model, double(s.training.micro_batch_size), e);
+  const auto layers = cnn_layers_of(s);
   const auto mine   = cnn_layers_by_stage(s, layers).at(static_cast<size_t>(stage));
   double psi = 0, kept = 0;
   for (int i : mine) {
@@ -66,9 +74,9 @@ MemoryBreakdown cnn_stage_memory(const Scenario& s, int stage, int micro_batches
   m.gradients = psi * e / (zero >= 2 ? dp : 1);
   m.optimizer = psi * states / (zero >= 1 ? dp : 1);
   if (s.training.recompute == "full") {
-    double input = mine.empty() || mine.front() == 0 ? double(s.training.micro_batch_size) * 3 * s.model.image_size *
-                                                           s.model.image_size * e
-                                                     : layers[mine.front() - 1].output_bytes;
+    const double b     = double(s.training.micro_batch_size);
+    const double sample = is_layer_list(s.model) ? s.model.input_bytes : 3.0 * s.model.image_size * s.model.image_size * e;
+    double input = mine.empty() || mine.front() == 0 ? b * sample : layers[mine.front() - 1].output_bytes;
     m.activations = input * micro_batches_in_flight + kept;
   } else {
     m.activations = kept * micro_batches_in_flight;
@@ -83,7 +91,7 @@ MemoryBreakdown cnn_stage_memory(const Scenario& s, int stage, int micro_batches
 double stage_parameters(const Scenario& s, int stage)
 {
   if (is_cnn(s.model)) {
-    const auto layers = cnn_layers(s.model, 1, 4);
+    const auto layers   = cnn_layers_of(s);
     const auto by_stage = cnn_layers_by_stage(s, layers); // kept: the loop below refers into it
     double psi          = 0;
     for (int i : by_stage.at(static_cast<size_t>(stage)))
@@ -129,7 +137,7 @@ MemoryBreakdown stage_memory(const Scenario& s, int stage, int micro_batches_in_
   if (is_cnn(s.model)) {
     MemoryBreakdown m = cnn_stage_memory(s, stage, micro_batches_in_flight);
     m.weights *= weight_versions;
-    const auto layers   = cnn_layers(s.model, 1, 4);
+    const auto layers   = cnn_layers_of(s);
     const auto by_stage = cnn_layers_by_stage(s, layers); // kept: the loop below refers into it
     double largest      = 0;
     for (int i : by_stage.at(static_cast<size_t>(stage)))

@@ -15,6 +15,8 @@ double Kernel::flops() const
   }
   case KernelKind::Memory:
     return 0.0;
+  case KernelKind::Opaque:
+    return opaque_flops;
   }
   return 0.0;
 }
@@ -39,6 +41,15 @@ Kernel memory_kernel(std::string name, double bytes)
   g.kind  = KernelKind::Memory;
   g.name  = std::move(name);
   g.bytes = bytes;
+  return g;
+}
+
+Kernel opaque_kernel(std::string name, double flops)
+{
+  Kernel g;
+  g.kind         = KernelKind::Opaque;
+  g.name         = std::move(name);
+  g.opaque_flops = flops;
   return g;
 }
 

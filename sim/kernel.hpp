@@ -10,6 +10,7 @@ enum class KernelKind {
   Gemm,      // batch × (m×k)·(k×n)
   Attention, // fused (FlashAttention-style) attention over batch_heads × seq_q × seq_k × head_dim
   Memory,    // bandwidth-bound: elementwise, norms, softmax, optimizer
+  Opaque,    // known only by its FLOPs, not its shape (a layer-list layer given by figures)
 };
 
 struct Kernel {
@@ -20,6 +21,7 @@ struct Kernel {
   bool backward = false;                 // Attention backward recomputes and runs five matmuls
   double bytes  = 0;                     // bytes read and written (Memory), or element bytes (Gemm)
   double element_bytes = 2;
+  double opaque_flops  = 0;              // Opaque
 
   // FLOPs the kernel really performs (causal attention skips the masked half).
   double flops() const;
@@ -27,6 +29,7 @@ struct Kernel {
 
 Kernel gemm(std::string name, double m, double n, double k, double element_bytes, double batch = 1);
 Kernel memory_kernel(std::string name, double bytes);
+Kernel opaque_kernel(std::string name, double flops);
 Kernel attention_kernel(std::string name, double batch_heads, double seq, double head_dim, bool causal, bool backward,
                         double element_bytes);
 

@@ -3,6 +3,8 @@
 // the JSON.
 #pragma once
 
+#include "sim/kernel.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -10,6 +12,26 @@
 #include <vector>
 
 namespace stepsim {
+
+// One entry of model.layers (architecture "layers"; workloads/layer_list.hpp), either by figures
+// or by kernels. Figures and sizes are per sample; kernels are those of one micro-batch
+// (training.micro_batch_size samples), since stepsim cannot tell which dimension of a shape is
+// the batch.
+struct LayerSpec {
+  std::string name;
+  int repeat = 1; // the same layer this many times in a row
+  double parameters       = 0;  // count; from parameter_bytes at the training precision when given so
+  double parameter_bytes  = -1; // -1: given as a count
+  double activation_bytes = 0;  // the output sent on when a stage boundary follows the layer
+  double saved_bytes      = 0;  // what the layer keeps for its backward
+  bool by_kernels         = false;
+  // Figures (by_kernels false). backward_weight_flops < 0: the backward was given as one figure
+  // (backward_flops, held in backward_input_flops), which a split-backward schedule cannot split.
+  double forward_flops = 0, backward_input_flops = 0, backward_weight_flops = -1;
+  double forward_memory_bytes = 0, backward_input_memory_bytes = 0, backward_weight_memory_bytes = 0;
+  // Kernels (by_kernels true); element bytes are set by the training precision when lowered.
+  std::vector<Kernel> forward, backward_input, backward_weight;
+};
 
 struct ModelSpec {
   std::string name;
@@ -29,11 +51,14 @@ struct ModelSpec {
   // (Megatron pads each expert's input to this capacity; 1.0 = perfectly balanced routing).
   double moe_capacity_factor = 1.0;
   int moe_ffn_hidden_size    = 0; // each expert's FFN width; 0 = ffn_hidden_size
-  // "transformer", or a built-in CNN ("resnet50", "resnet101", "vgg16"; workloads/cnn.hpp), which
-  // uses only the two fields below and leaves the transformer's sizes at 0.
+  // "transformer", a built-in CNN ("resnet50", "resnet101", "vgg16"; workloads/cnn.hpp), which
+  // uses only the two fields below and leaves the transformer's sizes at 0, or "layers": the
+  // list in `layers` (with seq_length as tokens per sample, 0 for none, and input_bytes).
   std::string architecture = "transformer";
   int image_size           = 224; // square input images, pixels per side
   int num_classes          = 1000;
+  std::vector<LayerSpec> layers;
+  double input_bytes = 0; // per sample, what the first layer reads (kept under full recompute)
 };
 
 struct TrainingSpec {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 namespace stepsim {
@@ -58,8 +59,12 @@ std::optional<double> default_intra_node_bandwidth(const std::string& type)
   return 32e9; // PCIe Gen4 x16: 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s per direction
 }
 
-// The CNNs stepsim builds in (workloads/cnn.cpp) are named, not described layer by layer.
-const std::vector<std::string> kArchitectures = {"transformer", "resnet50", "resnet101", "vgg16"};
+// The CNNs stepsim builds in (workloads/cnn.cpp) are named, not described layer by layer; "layers"
+// is a model described layer by layer in the scenario.
+const std::vector<std::string> kArchitectures = {"transformer", "resnet50", "resnet101", "vgg16", "layers"};
+// Per sample: a thousand times a GPT-3 sequence's forward (7e14), and 1 PiB.
+constexpr double kMaxLayerFlops = 1e18;
+constexpr double kMaxLayerBytes = 1LL << 50;
 
 void read_cnn(JsonReader& r, ModelSpec& m)
 {
@@ -69,9 +74,155 @@ void read_cnn(JsonReader& r, ModelSpec& m)
   r.reject_unknown_keys();
 }
 
+// A FLOP count or a size of one layer: finite, >= 0, and below the bounds above.
+double layer_amount(JsonReader& r, const std::string& key, bool is_bytes, std::optional<double> fallback = std::nullopt)
+{
+  const double value = is_bytes ? r.bytes(key, fallback) : r.number(key, fallback, 0);
+  const double limit = is_bytes ? kMaxLayerBytes : kMaxLayerFlops;
+  if (value > limit) {
+    r.problems().add(r.path_of(key), fmt::format("{:.3g} is more than the {:.3g} {} per sample stepsim accepts", value,
+                                                 limit, is_bytes ? "bytes" : "FLOPs"));
+    return 0;
+  }
+  return value;
+}
+
+// One kernel of a layer given by kernels: {"gemm": [M, N, K]} (or [M, N, K, batch]),
+// {"memory_bytes": B} or {"attention": {"batch_heads", "seq", "head_dim", "causal"}}, each with an
+// optional "name". Element bytes come from the training precision when the layer is lowered.
+std::optional<Kernel> read_kernel(JsonReader& k, const std::string& layer_name, const std::string& pass, size_t index)
+{
+  const std::string name = k.text("name", fmt::format("{}_{}{}", layer_name, pass, index));
+  const int kinds        = int(k.has("gemm")) + int(k.has("memory_bytes")) + int(k.has("attention"));
+  std::optional<Kernel> out;
+  if (kinds != 1) {
+    for (const char* key : {"gemm", "memory_bytes", "attention"})
+      k.raw(key); // reported here, not again as unknown keys
+    k.problems().add(k.path(), fmt::format("expected exactly one of \"gemm\", \"memory_bytes\" or \"attention\", got {}",
+                                           kinds));
+  } else if (const auto* g = k.raw("gemm")) {
+    bool ok = g->is_array() && (g->size() == 3 || g->size() == 4);
+    for (const auto& v : ok ? *g : nlohmann::json::array())
+      ok = ok && v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 1 && v.get<double>() <= kMaxTokens * double(kMaxWidth);
+    if (ok)
+      out = gemm(name, g->at(0).get<double>(), g->at(1).get<double>(), g->at(2).get<double>(), 1,
+                 g->size() == 4 ? g->at(3).get<double>() : 1.0);
+    else
+      k.problems().add(k.path_of("gemm"), fmt::format("expected [M, N, K] or [M, N, K, batch], numbers from 1 to {:.3g}, "
+                                                      "got {}", kMaxTokens * double(kMaxWidth), g->dump()));
+  } else if (k.has("memory_bytes")) {
+    const size_t before = k.problems().list().size();
+    const double bytes  = layer_amount(k, "memory_bytes", true);
+    if (bytes <= 0 && k.problems().list().size() == before)
+      k.problems().add(k.path_of("memory_bytes"), "expected a size above zero");
+    out = memory_kernel(name, bytes);
+  } else {
+    JsonReader a            = k.object("attention");
+    const double heads      = double(a.integer("batch_heads", std::nullopt, 1, kMaxWidth * kMaxTokens));
+    const double seq        = double(a.integer("seq", std::nullopt, 1, kMaxTokens));
+    const double head_dim   = double(a.integer("head_dim", std::nullopt, 1, kMaxWidth));
+    const bool causal       = a.boolean("causal", false);
+    a.reject_unknown_keys();
+    out = attention_kernel(name, heads, seq, head_dim, causal, pass != "forward", 1);
+  }
+  k.reject_unknown_keys();
+  return out;
+}
+
+// model.layers: each layer by figures (per sample) or by kernels (per micro-batch).
+void read_layer(JsonReader& l, size_t index, LayerSpec& layer)
+{
+  layer.name   = l.text("name", fmt::format("layer{}", index));
+  layer.repeat = static_cast<int>(l.integer("repeat", 1, 1, kMaxLayers));
+  if (l.has("parameters") == l.has("parameter_bytes"))
+    l.problems().add(l.path_of("parameters"),
+                     l.has("parameters") ? std::string("give either parameters (a count) or parameter_bytes, not both")
+                                         : std::string("required field is missing (expected a count of parameters, "
+                                                       "0 for a layer without weights, or parameter_bytes)"));
+  if (l.has("parameters"))
+    layer.parameters = double(l.integer("parameters", std::nullopt, 0, static_cast<long long>(kMaxParameters)));
+  if (l.has("parameter_bytes"))
+    layer.parameter_bytes = layer_amount(l, "parameter_bytes", true);
+  layer.activation_bytes = layer_amount(l, "activation_bytes", true);
+  layer.saved_bytes      = layer_amount(l, "saved_bytes", true, layer.activation_bytes);
+  static const char* const figures[] = {"forward_flops",          "backward_flops",           "backward_input_flops",
+                                        "backward_weight_flops",  "forward_memory_bytes",     "backward_memory_bytes",
+                                        "backward_input_memory_bytes", "backward_weight_memory_bytes"};
+  if (l.has("kernels")) {
+    layer.by_kernels = true;
+    for (const char* key : figures)
+      if (l.raw(key) != nullptr)
+        l.problems().add(l.path_of(key), "a layer given by kernels takes its work from them: give either kernels or "
+                                         "the figures, not both");
+    JsonReader k = l.object("kernels");
+    for (auto [pass, list] : {std::pair<const char*, std::vector<Kernel>*>{"forward", &layer.forward},
+                              {"backward_input", &layer.backward_input},
+                              {"backward_weight", &layer.backward_weight}}) {
+      auto entries = k.array_of_objects(pass, std::string(pass) == "forward");
+      for (size_t i = 0; i < entries.size(); ++i)
+        if (auto kernel = read_kernel(entries[i], layer.name, pass, i))
+          list->push_back(*kernel);
+    }
+    k.reject_unknown_keys();
+    l.reject_unknown_keys();
+    return;
+  }
+  layer.forward_flops        = layer_amount(l, "forward_flops", false);
+  layer.forward_memory_bytes = layer_amount(l, "forward_memory_bytes", true, 0.0);
+  const bool whole = l.has("backward_flops"), split = l.has("backward_input_flops") || l.has("backward_weight_flops");
+  if (whole && split) {
+    for (const char* key : {"backward_input_flops", "backward_weight_flops", "backward_input_memory_bytes",
+                            "backward_weight_memory_bytes"})
+      l.raw(key); // reported here, not again as unknown keys
+    l.problems().add(l.path_of("backward_flops"),
+                     "give either backward_flops or backward_input_flops and backward_weight_flops, not both");
+  } else if (!whole && !split)
+    l.problems().add(l.path_of("backward_flops"),
+                     "required field is missing (expected a number: stepsim does not assume the backward is twice the "
+                     "forward; give backward_flops, or backward_input_flops and backward_weight_flops)");
+  if (whole) {
+    layer.backward_input_flops        = layer_amount(l, "backward_flops", false);
+    layer.backward_input_memory_bytes = layer_amount(l, "backward_memory_bytes", true, 0.0);
+  } else if (split) {
+    layer.backward_input_flops         = layer_amount(l, "backward_input_flops", false);
+    layer.backward_weight_flops        = layer_amount(l, "backward_weight_flops", false);
+    layer.backward_input_memory_bytes  = layer_amount(l, "backward_input_memory_bytes", true, 0.0);
+    layer.backward_weight_memory_bytes = layer_amount(l, "backward_weight_memory_bytes", true, 0.0);
+  }
+  l.reject_unknown_keys();
+}
+
+void read_layer_list(JsonReader& r, ModelSpec& m)
+{
+  m.name        = r.text("name", std::string("layers"));
+  m.seq_length  = static_cast<int>(r.integer("seq_length", 0, 0, kMaxTokens));
+  m.input_bytes = layer_amount(r, "input_bytes", true, 0.0);
+  auto layers   = r.array_of_objects("layers", true);
+  long long count = 0;
+  double parameters = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerSpec layer;
+    read_layer(layers[i], i, layer);
+    count += layer.repeat;
+    parameters += layer.repeat * std::max(layer.parameters, layer.parameter_bytes);
+    m.layers.push_back(std::move(layer));
+  }
+  if (count > kMaxLayers)
+    r.problems().add(r.path_of("layers"), fmt::format("{} layers with their repeats, more than the {} stepsim accepts",
+                                                      count, kMaxLayers));
+  if (parameters > kMaxParameters)
+    r.problems().add(r.path_of("layers"), fmt::format("about {:.3g} parameters, more than the {:.0e} stepsim accepts",
+                                                      parameters, kMaxParameters));
+  r.reject_unknown_keys();
+}
+
 void read_model(JsonReader r, ModelSpec& m, const std::string& base_dir)
 {
   m.architecture = r.text("architecture", std::string("transformer"), kArchitectures);
+  if (m.architecture == "layers") {
+    read_layer_list(r, m);
+    return;
+  }
   if (m.architecture != "transformer" && std::find(kArchitectures.begin(), kArchitectures.end(), m.architecture) !=
                                              kArchitectures.end()) {
     read_cnn(r, m);
@@ -367,7 +518,12 @@ void check_sizes(const Scenario& s, Problems& problems)
   const bool full      = s.simulation.fidelity == "full";
   const double ranks   = full ? double(p.tensor) * p.data * p.context : 1; // simulated ranks per stage
   // The built-in CNNs are named, not counted in num_layers; none has more than 128 layers.
-  const double layers  = m.architecture == "transformer" ? m.num_layers : 128;
+  double layers = m.architecture == "transformer" ? m.num_layers : 128;
+  if (m.architecture == "layers") {
+    layers = 0;
+    for (const auto& l : m.layers)
+      layers += l.repeat;
+  }
   const double passes  = ranks * micro_batches * layers;
   if (passes > kMaxLayerPasses)
     problems.add(full ? "simulation.fidelity" : "training.global_batch_size",
@@ -411,7 +567,10 @@ void check_shapes(const Scenario& s, Problems& problems)
       problems.add("parallelism.stage_layers",
                    fmt::format("the entries add up to {} layers, but model.num_layers is {}", sum, m.num_layers));
   } else if (p.stage_layers_auto) {
-    if (m.architecture != "transformer")
+    if (m.architecture == "layers")
+      problems.add("parallelism.stage_layers", "\"auto\" balances transformer layers; model.layers is a layer list: "
+                                               "give the layer counts");
+    else if (m.architecture != "transformer")
       problems.add("parallelism.stage_layers", fmt::format("\"auto\" balances transformer layers; model {} is a {}: "
                                                            "give the layer counts",
                                                            m.name.empty() ? "architecture" : m.name, m.architecture));

@@ -1,6 +1,7 @@
 #include "workloads/cnn.hpp"
 
 #include "sim/input_error.hpp"
+#include "workloads/layer_list.hpp"
 
 #include <fmt/format.h>
 
@@ -270,6 +271,8 @@ bool is_cnn(const ModelSpec& m)
 
 std::vector<CnnLayer> cnn_layers(const ModelSpec& m, double micro_batch, double element_bytes)
 {
+  if (is_layer_list(m))
+    return layer_list_layers(m, micro_batch, element_bytes);
   CnnBuilder net(micro_batch, element_bytes, m.image_size);
   if (m.architecture == "resnet50")
     resnet(net, {3, 4, 6, 3});
@@ -321,16 +324,25 @@ void check_cnn(const Scenario& s)
   if (!is_cnn(s.model))
     return;
   Problems problems;
-  const auto& p = s.parallelism;
+  const auto& p     = s.parallelism;
+  const bool listed = is_layer_list(s.model);
+  const char* what  = listed ? "a layer list" : "a CNN";
   if (p.tensor > 1)
-    problems.add("parallelism.tensor", fmt::format("{}: a {} is not split by tensor parallelism in stepsim; use 1",
-                                                   p.tensor, s.model.architecture));
+    problems.add("parallelism.tensor",
+                 listed ? fmt::format("{}: a layer list has no tensor-parallel partitioning (each layer's work is given "
+                                      "whole); use 1",
+                                      p.tensor)
+                        : fmt::format("{}: a {} is not split by tensor parallelism in stepsim; use 1", p.tensor,
+                                      s.model.architecture));
   if (p.context > 1)
-    problems.add("parallelism.context", fmt::format("{}: a CNN has no sequence to split; use 1", p.context));
+    problems.add("parallelism.context", fmt::format("{}: {} has no sequence to split; use 1", p.context, what));
   if (p.sequence_parallel)
-    problems.add("parallelism.sequence_parallel", "a CNN has no sequence to split; use false");
+    problems.add("parallelism.sequence_parallel", fmt::format("{} has no sequence to split; use false", what));
   if (s.training.recompute == "selective")
-    problems.add("training.recompute", "\"selective\" recomputes attention, which a CNN has not; use none or full");
+    problems.add("training.recompute",
+                 fmt::format("\"selective\" recomputes attention, which {} has not; use none or full", what));
+  if (listed)
+    check_layer_list(s, problems);
   const auto layers = cnn_layers(s.model, 1, 4);
   const int parts   = p.pipeline * p.virtual_stages;
   if (!p.stage_layers.empty()) {
@@ -340,12 +352,16 @@ void check_cnn(const Scenario& s)
                                                            parts, p.pipeline, p.virtual_stages, p.stage_layers.size()));
     else if (sum != static_cast<long long>(layers.size()))
       problems.add("parallelism.stage_layers",
-                   fmt::format("the entries add up to {} layers, but {} has {} (torchgpipe's count of its flattened "
-                               "modules)",
-                               sum, s.model.architecture, layers.size()));
+                   listed ? fmt::format("the entries add up to {} layers, but model.layers has {} (each counted as "
+                                        "often as its repeat)",
+                                        sum, layers.size())
+                          : fmt::format("the entries add up to {} layers, but {} has {} (torchgpipe's count of its "
+                                        "flattened modules)",
+                                        sum, s.model.architecture, layers.size()));
   } else if (parts > static_cast<int>(layers.size())) {
     problems.add("parallelism.pipeline", fmt::format("{} × virtual_stages {} parts for the {} layers of {}", p.pipeline,
-                                                     p.virtual_stages, layers.size(), s.model.architecture));
+                                                     p.virtual_stages, layers.size(),
+                                                     listed ? std::string("model.layers") : s.model.architecture));
   }
   problems.throw_if_any();
 }

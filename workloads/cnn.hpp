@@ -28,10 +28,12 @@ struct CnnLayer {
 
 // The architectures stepsim builds in, for error messages.
 const std::vector<std::string>& cnn_architectures();
+// True for every model walked as a flat list of CnnLayer: the built-in CNNs and a layer list
+// (model.architecture "layers"; workloads/layer_list.hpp), whose layers cnn_layers returns too.
 bool is_cnn(const ModelSpec& m);
 
 // Layers of the model for a micro-batch of `micro_batch` images, each element `element_bytes`.
-// The last layer carries the loss (softmax cross entropy).
+// The last layer of a built-in CNN carries the loss (softmax cross entropy).
 std::vector<CnnLayer> cnn_layers(const ModelSpec& m, double micro_batch, double element_bytes);
 
 // Layers per virtual stage: parallelism.stage_layers when given (torchgpipe's `balance`), else a

@@ -1,4 +1,5 @@
 #include "workloads/cnn.hpp"
+#include "workloads/layer_list.hpp"
 #include "workloads/lower.hpp"
 #include "workloads/moe.hpp"
 
@@ -19,6 +20,10 @@ double forward_flops_per_token(const ModelSpec& m, double seq)
 
 double model_flops_per_step(const Scenario& s)
 {
+  if (is_layer_list(s.model)) { // the FLOPs given, forward and backward
+    const SampleFlops f = layer_list_flops_per_sample(s.model, double(s.training.micro_batch_size));
+    return double(s.training.global_batch_size) * (f.forward + f.backward);
+  }
   if (is_cnn(s.model)) // forward, then input and weight gradients at twice the forward
     return 3.0 * double(s.training.global_batch_size) * cnn_forward_flops_per_sample(s.model);
   double tokens = double(s.training.global_batch_size) * s.model.seq_length;
@@ -27,6 +32,10 @@ double model_flops_per_step(const Scenario& s)
 
 double hardware_flops_per_step(const Scenario& s)
 {
+  if (is_layer_list(s.model)) { // full recompute runs every forward twice
+    const SampleFlops f = layer_list_flops_per_sample(s.model, double(s.training.micro_batch_size));
+    return double(s.training.global_batch_size) * ((s.training.recompute == "full" ? 2 : 1) * f.forward + f.backward);
+  }
   if (is_cnn(s.model)) // full recompute runs every forward twice
     return (s.training.recompute == "full" ? 4.0 : 3.0) * double(s.training.global_batch_size) *
            cnn_forward_flops_per_sample(s.model);

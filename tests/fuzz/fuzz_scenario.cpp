@@ -52,7 +52,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     (void)memory_problem(s);
 
     const double ranks = s.simulation.fidelity == "full" ? double(s.platform.total_gpus()) / s.parallelism.pipeline : 1;
-    const double layers = s.model.architecture == "transformer" ? s.model.num_layers : 128; // CNNs: at most 128
+    double layers = s.model.architecture == "transformer" ? s.model.num_layers : 128; // CNNs: at most 128
+    if (s.model.architecture == "layers") { // a layer list: its layers, repeats counted
+      layers = 0;
+      for (const auto& l : s.model.layers)
+        layers += l.repeat;
+    }
     if (ranks * double(s.micro_batches_per_replica()) * layers > kLoweringBudget)
       return 0;
     Workload w = lower(s);

@@ -94,7 +94,16 @@ private:
     Transfer transfer{}; // what a transfer moves (src < 0 for other activities), for --links
   };
 
-  void launch(sg4::ActivityPtr activity, Kind kind, int a, int b)
+  size_t launch(sg4::ActivityPtr activity, Kind kind, int a, int b)
+  {
+    const size_t slot = occupy(std::move(activity), kind, a, b, pending_);
+    pending_          = Transfer{};
+    ++result_.activities;
+    return slot;
+  }
+
+  // Starts `activity` in a free slot of live_, which its data points to.
+  size_t occupy(sg4::ActivityPtr activity, Kind kind, int a, int b, const Transfer& transfer)
   {
     size_t slot;
     if (free_slots_.empty()) {
@@ -104,21 +113,23 @@ private:
       slot = free_slots_.back();
       free_slots_.pop_back();
     }
-    live_[slot] = Live{activity, kind, a, b, pending_};
+    live_[slot] = Live{activity, kind, a, b, transfer};
     live_[slot].transfer.start = now();
-    pending_ = Transfer{};
     activity->set_data(reinterpret_cast<void*>(slot + 1));
     activity->start();
-    ++result_.activities;
+    return slot;
   }
 
   void on_completion(const sg4::Activity& activity)
   {
-    // An activity must outlive its own completion callback; the previous one is done by now.
-    finished_.clear();
+    // Checked first: a chain restarted for interference cancels its exec, whose callbacks (one
+    // at once, nested in the restart, one at the engine's next step) carry no slot and must
+    // touch nothing.
     auto slot = reinterpret_cast<size_t>(activity.get_data<void>());
     if (slot == 0 || slot > live_.size())
       return;
+    // An activity must outlive its own completion callback; the previous one is done by now.
+    finished_.clear();
     Live done = live_[slot - 1];
     finished_.push_back(std::move(live_[slot - 1].activity));
     free_slots_.push_back(slot - 1);
@@ -215,12 +226,17 @@ private:
     TaskId first = 0, last = 0;
     double start = 0;
     std::vector<double> seconds; // of each task, first to last
+    // A chain exposed to interference: its slot in live_, and from which time it ran at which
+    // fraction of the host's speed (one entry per restart), to place its tasks in chain_done.
+    bool exposed = false;
+    size_t slot  = 0;
+    std::vector<std::pair<double, double>> rates;
   };
 
   void start_chain(const TaskRef& t, double first_seconds)
   {
     const auto& g = w_.ranks[t.rank_index].graph;
-    Chain chain{t.rank_index, t.task, t.task, now(), {first_seconds}};
+    Chain chain{t.rank_index, t.task, t.task, now(), {first_seconds}, false, 0, {}};
     // Grow while the next task waits for the chain's tail and otherwise only for tasks of the
     // chain: it would start exactly when the tail ends (tasks of a rank are numbered in program
     // order, and every edge goes forward).
@@ -269,10 +285,27 @@ private:
       return;
     }
     begin(t);
-    sg4::Host* host = hosts_[static_cast<size_t>(w_.ranks[t.rank_index].rank)];
-    if (task_of(t).kind == TaskKind::Compute && compute_vm_[t.rank_index] != nullptr)
-      host = compute_vm_[t.rank_index];
-    launch(sg4::Exec::init()->set_host(host)->set_flops_amount(total * kHostSpeed), Kind::Chain, id, 0);
+    Chain& c = chains_[static_cast<size_t>(id)];
+    // A chain that starts with compute is the rank's compute kernels (tensor-parallel
+    // collectives inside it included): interference slows it.
+    c.exposed = task_of(t).kind == TaskKind::Compute && w_.ranks[t.rank_index].comm_compute_interference > 0;
+    if (!c.exposed) {
+      launch(chain_exec(c, total * kHostSpeed), Kind::Chain, id, 0);
+      return;
+    }
+    c.rates.emplace_back(now(), compute_rate(t.rank_index));
+    c.slot = launch(chain_exec(c, total * kHostSpeed), Kind::Chain, id, 0);
+    exposed_chains_[static_cast<size_t>(t.rank_index)].push_back(id);
+  }
+
+  // The Exec of a chain with `flops` left to run, bounded while interference slows it.
+  sg4::ActivityPtr chain_exec(const Chain& c, double flops) const
+  {
+    auto exec = sg4::Exec::init()->set_host(hosts_[static_cast<size_t>(w_.ranks[static_cast<size_t>(c.rank_index)].rank)])
+                    ->set_flops_amount(flops);
+    if (c.exposed && c.rates.back().second < 1)
+      exec->set_bound(c.rates.back().second * kHostSpeed);
+    return exec;
   }
 
   int allocate_chain(Chain&& chain)
@@ -291,33 +324,45 @@ private:
   {
     Chain chain = std::move(chains_[static_cast<size_t>(id)]);
     free_chains_.push_back(id);
-    // Interference stretches a chain; its tasks share the stretch in proportion to their length.
-    double stretch = 1;
-    if (compute_vm_[chain.rank_index] != nullptr) {
-      double total = 0;
-      for (double s : chain.seconds)
-        total += s;
-      stretch = total > 0 ? (now() - chain.start) / total : 1.0;
+    if (chain.exposed) {
+      auto& running = exposed_chains_[static_cast<size_t>(chain.rank_index)];
+      running.erase(std::find(running.begin(), running.end(), id));
     }
-    double t = chain.start;
+    // A task ends where the chain's work reached its end: at full speed, or through the spans in
+    // which interference slowed the chain (its rates).
+    double t = chain.start, work = 0, reached = 0; // reached: work done by rates[span].first
+    size_t span = 0;
     for (TaskId v = chain.first; v <= chain.last; ++v) {
-      const double end = v == chain.last ? now() : t + chain.seconds[v - chain.first] * stretch;
-      finish({chain.rank_index, v}, t, end);
-      t = end;
+      work += chain.seconds[v - chain.first];
+      double end = t + chain.seconds[v - chain.first];
+      if (!chain.rates.empty()) {
+        while (span + 1 < chain.rates.size() &&
+               reached + (chain.rates[span + 1].first - chain.rates[span].first) * chain.rates[span].second <= work) {
+          reached += (chain.rates[span + 1].first - chain.rates[span].first) * chain.rates[span].second;
+          ++span;
+        }
+        end = chain.rates[span].first + (work - reached) / chain.rates[span].second;
+      }
+      if (v == chain.last)
+        end = now();
+      finish({chain.rank_index, v}, t, std::max(t, std::min(end, now())));
+      t = std::max(t, std::min(end, now()));
     }
   }
 
   // --- communication/compute interference ----------------------------------------------------
-  // NCCL's kernels take SMs and memory bandwidth from the compute kernels beside them. A rank
-  // whose device has an interference factor f runs its compute chains on a one-core virtual
-  // machine of its GPU host; while any of its collectives on a communication stream is in flight
-  // the machine is bounded at (1-f) of the host's speed, so compute then takes 1/(1-f) as long.
-  // The host's other cores keep running communication-stream work at full speed.
+  // NCCL's kernels take SMs and memory bandwidth from the compute kernels beside them. While a
+  // rank whose device has an interference factor f has a collective in flight on a communication
+  // stream, its compute chains run bounded at (1-f) of the host's speed, so compute then takes
+  // 1/(1-f) as long. An Exec's bound cannot change once it runs, so when the rank's first such
+  // collective starts or its last ends, each running compute chain is restarted with the work it
+  // has left under the new bound: exact, and a handful of activities per collective, where a
+  // virtual machine per rank made SimGrid re-solve every VM at every step (up to 3x slower).
   void set_up_interference()
   {
-    compute_vm_.assign(w_.ranks.size(), nullptr);
     collectives_in_flight_.assign(w_.ranks.size(), 0);
     interfering_.resize(w_.ranks.size());
+    exposed_chains_.resize(w_.ranks.size());
     for (size_t i = 0; i < w_.ranks.size(); ++i) {
       const double f = w_.ranks[i].comm_compute_interference;
       if (!(f > 0))
@@ -325,35 +370,59 @@ private:
       if (f >= 1)
         throw std::runtime_error(fmt::format("rank {}: a compute/communication interference of {} leaves compute no speed",
                                              w_.ranks[i].rank, f));
-      sg4::Host* host = hosts_[static_cast<size_t>(w_.ranks[i].rank)];
-      compute_vm_[i]  = host->create_vm(host->get_name() + "-compute", 1);
-      compute_vm_[i]->start();
       interfering_[i].assign(result_.ranks[i].tasks.size(), 0);
     }
   }
 
+  // The fraction of its speed the rank's compute runs at now.
+  double compute_rate(int rank_index) const
+  {
+    return collectives_in_flight_[static_cast<size_t>(rank_index)] > 0
+               ? 1 - w_.ranks[static_cast<size_t>(rank_index)].comm_compute_interference
+               : 1.0;
+  }
+
   void collective_started(const TaskRef& t)
   {
-    sg4::VirtualMachine* vm = compute_vm_[t.rank_index];
-    const Task& task        = task_of(t);
+    const Task& task = task_of(t);
     // Tensor-parallel collectives run in order with the rank's compute (Megatron waits for them),
-    // so they never share the SMs with a kernel of the same rank; toggling the bound for them
-    // would only cost solver time.
-    if (vm == nullptr || task.kind != TaskKind::Collective || !is_communication(task.stream) ||
+    // so they never share the SMs with a kernel of the same rank.
+    if (interfering_[t.rank_index].empty() || task.kind != TaskKind::Collective || !is_communication(task.stream) ||
         task.stream == Stream::Tensor)
       return;
     interfering_[t.rank_index][t.task] = 1;
     if (collectives_in_flight_[t.rank_index]++ == 0)
-      vm->set_bound((1 - w_.ranks[t.rank_index].comm_compute_interference) * kHostSpeed);
+      restart_exposed_chains(t.rank_index);
   }
 
   void collective_ended(const TaskRef& t)
   {
-    if (compute_vm_[t.rank_index] == nullptr || !interfering_[t.rank_index][t.task])
+    if (interfering_[t.rank_index].empty() || !interfering_[t.rank_index][t.task])
       return;
     interfering_[t.rank_index][t.task] = 0;
     if (--collectives_in_flight_[t.rank_index] == 0)
-      compute_vm_[t.rank_index]->set_bound(kHostSpeed);
+      restart_exposed_chains(t.rank_index);
+  }
+
+  // The rank's compute rate changed: each running compute chain goes on, with the work it has
+  // left, as a new Exec at the new rate. It keeps its chain, so chain_done sees one chain.
+  void restart_exposed_chains(int rank_index)
+  {
+    const double rate = compute_rate(rank_index);
+    for (int id : exposed_chains_[static_cast<size_t>(rank_index)]) {
+      Chain& c              = chains_[static_cast<size_t>(id)];
+      sg4::ActivityPtr& old = live_[c.slot].activity;
+      const double left     = old->get_remaining();
+      if (old->get_state() != sg4::Activity::State::STARTED || !(left > 0))
+        continue; // ends now: its completion is on its way
+      old->set_data(nullptr);
+      old->suspend(); // a cancelled exec would keep its share of the host until the engine's next step
+      old->cancel();
+      cancelled_.push_back(std::move(old));
+      free_slots_.push_back(c.slot);
+      c.rates.emplace_back(now(), rate);
+      c.slot = occupy(chain_exec(c, left), Kind::Chain, id, 0, Transfer{});
+    }
   }
 
   // --- point to point ----------------------------------------------------------------------
@@ -895,9 +964,10 @@ private:
   std::map<std::tuple<int, int, int>, double> waits_;  // (rank, peer, group) -> seconds
   std::vector<int> simulated_;       // global rank -> index into w_.ranks, or -1
   std::vector<int> group_simulated_; // simulated members of each group
-  std::vector<sg4::VirtualMachine*> compute_vm_; // per simulated rank; null without interference
   std::vector<int> collectives_in_flight_;       // on communication streams, per simulated rank
-  std::vector<std::vector<char>> interfering_;   // per task: counted in collectives_in_flight_
+  std::vector<std::vector<char>> interfering_;   // per task: counted in collectives_in_flight_; empty without interference
+  std::vector<std::vector<int>> exposed_chains_; // per simulated rank: its running compute chains, with interference
+  std::vector<sg4::ActivityPtr> cancelled_;      // execs replaced by a restart; SimGrid calls back on them later
   ReplayResult result_;
   std::vector<std::vector<int>> indegree_;
   std::vector<std::vector<char>> claimed_;

@@ -65,6 +65,7 @@ nlohmann::json to_json(const Report& r)
   j["simulated_ranks"] = r.simulated_ranks;
   j["activities"]      = r.activities;
   j["network_fidelity"] = r.network_fidelity;
+  j["comm_compute_interference"] = tidy(r.comm_compute_interference);
   if (!r.collective_algorithms.empty())
     j["collective_algorithms"] = r.collective_algorithms;
   // Present only when there is something to say, so that reports of plain runs keep their keys.
@@ -132,6 +133,7 @@ Report report_from_json(const nlohmann::json& j)
   r.simulated_ranks = j.at("simulated_ranks").get<long long>();
   r.activities      = j.at("activities").get<long long>();
   r.network_fidelity = j.value("network_fidelity", std::string("flow"));
+  r.comm_compute_interference = j.value("comm_compute_interference", 0.0);
   r.collective_algorithms = j.value("collective_algorithms", std::map<std::string, std::string>{});
   for (const auto& l : j.value("links", nlohmann::json::array()))
     r.links.push_back(LinkReport{l.at("name").get<std::string>(), l.at("bytes").get<double>(),
@@ -157,6 +159,11 @@ std::string to_table(const Report& r)
   out += fmt::format("  {:<24}{:>14.4f} s\n", "communication", r.comm_s);
   out += fmt::format("  {:<24}{:>14.4f} s\n", "exposed communication", r.exposed_comm_s);
   out += fmt::format("  {:<24}{:>13.1f}%\n", "overlap", 100 * r.overlap);
+  if (r.comm_compute_interference > 0)
+    out += fmt::format("  {:<24}{:>14}  compute at {:.0f}% of its speed beside a collective\n", "interference",
+                       fmt::format("f = {:.3g}", r.comm_compute_interference), 100 * (1 - r.comm_compute_interference));
+  else
+    out += fmt::format("  {:<24}{:>14}\n", "interference", "off");
   std::string algorithms;
   for (const auto& [op, name] : r.collective_algorithms)
     if (!name.empty())

@@ -78,6 +78,9 @@ struct Report {
   long long simulated_ranks = 0;
   long long activities = 0;
   std::string network_fidelity = "flow"; // flow | analytic
+  // The communication/compute interference factor f the replay applied (compute at 1 - f of its
+  // speed beside a collective); the largest over the simulated ranks' devices, 0 when off.
+  double comm_compute_interference = 0;
   // Collective type -> the algorithm that ran it ("ring", "tree+ring" when "auto" picked by size;
   // "" when the step has none of that type). Every type is listed, so sweep CSVs keep their columns.
   std::map<std::string, std::string> collective_algorithms;

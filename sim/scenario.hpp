@@ -238,8 +238,8 @@ struct SimulationSpec {
   double jitter_sigma = 0;
   unsigned jitter_seed = 1;
   // Compute slows by the device's calibration.comm_compute_interference while a collective runs
-  // beside it on a communication stream; false turns the effect off.
-  bool comm_compute_interference = false;
+  // beside it on a communication stream (on by default); false turns the effect off.
+  bool comm_compute_interference = true;
 };
 
 struct Scenario {

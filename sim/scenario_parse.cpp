@@ -487,7 +487,7 @@ void read_simulation(JsonReader r, SimulationSpec& s)
     rank_straggler = rank_straggler || st.rank >= 0;
   if (rank_straggler || s.jitter_sigma > 0)
     s.fidelity = "full";
-  s.comm_compute_interference = r.boolean("comm_compute_interference", false);
+  s.comm_compute_interference = r.boolean("comm_compute_interference", true);
   r.reject_unknown_keys();
 }
 

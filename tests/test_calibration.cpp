@@ -173,29 +173,47 @@ TEST_CASE("calibrate: the shipped calibrations predict the single-GPU Megatron 2
 
 namespace {
 
-// Two single-GPU nodes: each rank runs one compute task of `compute_s` on its compute stream
-// beside an all-reduce of `bytes` on its data stream (nothing orders the two). Returns the compute
-// task's end and the all-reduce's end on rank 0.
-std::pair<double, double> compute_beside_collective(double compute_s, double bytes, double interference)
+// Two single-GPU nodes: each rank runs compute tasks of `compute_s` seconds, one after the other
+// on its compute stream, beside an all-reduce of `bytes` on its data stream (nothing orders the
+// two). Returns rank 0's timings: task 0 the all-reduce, then the compute tasks in order.
+std::vector<TaskTiming> compute_beside_collective(const std::vector<double>& compute_s, double bytes, double interference)
 {
-  auto ends = testing::in_child([&] {
+  auto timings = testing::in_child([&] {
     auto engine            = testing::start_engine();
     PlatformSpec spec      = testing::single_gpu_nodes(2, 10e9, 1e-6);
     BuiltPlatform platform = build_platform(spec);
     Workload w             = collective_workload(spec, {0, 1}, CollectiveOp::AllReduce, bytes);
-    Work layer;
-    layer.name    = "layer";
-    layer.seconds = compute_s;
-    w.works.push_back(layer);
+    for (double seconds : compute_s) {
+      Work layer;
+      layer.name    = "layer";
+      layer.seconds = seconds;
+      w.works.push_back(layer);
+    }
     for (auto& program : w.ranks) {
       program.comm_compute_interference = interference;
-      ProgramBuilder(program).add(compute_task(0, Pass::Other));
+      // One builder for them all: each compute task follows the previous one on the compute
+      // stream, and nothing orders them with the all-reduce (another builder's).
+      ProgramBuilder b(program);
+      for (size_t i = 0; i < compute_s.size(); ++i)
+        b.add(compute_task(static_cast<int>(i), Pass::Other));
     }
     ReplayResult result = replay(w, platform.gpus, CollectiveRegistry::get("ring", ""));
-    const auto& tasks   = result.ranks[0].tasks; // task 0: the all-reduce, task 1: the compute
-    return nlohmann::json{tasks[1].end - tasks[1].start, tasks[0].end};
+    nlohmann::json out  = nlohmann::json::array();
+    for (const auto& t : result.ranks[0].tasks)
+      out.push_back({t.start, t.end});
+    return out;
   });
-  return {ends[0].get<double>(), ends[1].get<double>()};
+  std::vector<TaskTiming> out;
+  for (const auto& t : timings)
+    out.push_back(TaskTiming{t[0].get<double>(), t[1].get<double>()});
+  return out;
+}
+
+// One compute task beside the all-reduce: how long the compute took, and when the all-reduce ended.
+std::pair<double, double> compute_beside_collective(double compute_s, double bytes, double interference)
+{
+  const auto tasks = compute_beside_collective(std::vector<double>{compute_s}, bytes, interference);
+  return {tasks[1].end - tasks[1].start, tasks[0].end};
 }
 
 } // namespace
@@ -216,6 +234,48 @@ TEST_CASE("interference: compute beside a collective takes 1/(1-f) as long, and 
   auto [longer, unused] = compute_beside_collective(0.3, bytes, f);
   (void)unused;
   CHECK(longer == Approx(0.3 + collective_alone * f).epsilon(1e-6));
+}
+
+TEST_CASE("interference: each task of a compute chain is slowed only for its own overlap", "[calibration][interference]")
+{
+  const double f = 0.16, bytes = 1e9;
+  // Two kernels in a row: the first wholly inside the all-reduce, the second outlasting it. They
+  // run as one chain, restarted at the all-reduce's end; each must end where its own work did.
+  const auto off = compute_beside_collective({0.05, 0.3}, bytes, 0.0);
+  const double collective = off[0].end;
+  REQUIRE(collective > 0.05 / (1 - f));
+  REQUIRE(collective < 0.35);
+  const auto on = compute_beside_collective({0.05, 0.3}, bytes, f);
+  CHECK(on[0].end == Approx(collective).epsilon(1e-9));
+  CHECK(on[1].start == Approx(0).margin(1e-12));
+  CHECK(on[1].end == Approx(0.05 / (1 - f)).epsilon(1e-6)); // not 0.05 x the chain's average stretch
+  CHECK(on[2].start == Approx(on[1].end).epsilon(1e-12));
+  // Slowed until the all-reduce ends, at full speed after: 0.35 + C·f in all.
+  CHECK(on[2].end == Approx(0.35 + collective * f).epsilon(1e-6));
+}
+
+TEST_CASE("interference: on by default, and the report says with which factor", "[calibration][interference]")
+{
+  nlohmann::json doc = testing::small_scenario(1, 4, 2);
+  doc["platform"]["node_groups"][0]["nic"]["bandwidth"] = "1600Gbps";
+  doc["parallelism"]["bucket_size"]                    = "10MB";
+  doc["parallelism"]["overlap_grad_reduce"]            = true;
+  doc["model"]["num_layers"]                           = 16;
+  if (doc.contains("simulation"))
+    doc["simulation"].erase("comm_compute_interference");
+  const Scenario s = scenario_from_json(doc);
+  CHECK(s.simulation.comm_compute_interference);
+  nlohmann::json off                             = doc;
+  off["simulation"]["comm_compute_interference"] = false;
+  Report by_default = simulate_isolated(s);
+  Report without    = simulate_isolated(scenario_from_json(off));
+  CHECK(by_default.comm_compute_interference == Approx(0.16));
+  CHECK(without.comm_compute_interference == 0);
+  CHECK(by_default.step_time_s > without.step_time_s);
+  CHECK(to_json(by_default)["comm_compute_interference"].get<double>() == Approx(0.16));
+  CHECK(to_table(by_default).find("f = 0.16") != std::string::npos);
+  CHECK(to_table(without).find("interference") != std::string::npos);
+  CHECK(report_from_json(to_json(by_default)).comm_compute_interference == Approx(0.16));
 }
 
 TEST_CASE("interference: a data-parallel step is slower with it, and simulation.comm_compute_interference turns it off",

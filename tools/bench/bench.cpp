@@ -64,9 +64,12 @@ int main(int argc, char** argv)
   int repeat       = 3;
   bool skip_sweep  = false;
   int sweep_jobs   = 2;
+  std::vector<std::string> sets;
   app.add_option("--markdown", markdown, "also write the table as Markdown to this file");
   app.add_option("--repeat", repeat, "runs per scenario; the fastest is reported (default 3)")->check(CLI::Range(1, 20));
   app.add_flag("--no-sweep", skip_sweep, "skip the 1,024-point sweep");
+  app.add_option("--set", sets, "override a field in every scenario (not the sweep), path=value, e.g. "
+                               "simulation.comm_compute_interference=false to time a model's cost");
   app.add_option("-j", sweep_jobs, "worker processes for the sweep (default 2)")->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
 
@@ -85,6 +88,8 @@ int main(int argc, char** argv)
                       "|---|---:|---:|---:|---:|---:|---:|\n";
   fmt::print("{:<36} {:>6} {:>6} {:>10} {:>8} {:>12} {:>8}\n", "scenario", "GPUs", "ranks", "activities", "wall s",
              "activities/s", "RSS MB");
+  for (auto& c : cases)
+    c.sets.insert(c.sets.end(), sets.begin(), sets.end());
   for (const auto& c : cases) {
     Figures best;
     for (int i = 0; i < repeat; ++i) {

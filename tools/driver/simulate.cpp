@@ -306,6 +306,8 @@ Report simulate(const Scenario& s, Timeline* timeline, int link_count)
     r.collective_algorithms[collective_name(op)] = it == result.collective_algorithms.end() ? "" : it->second;
   }
   r.network_fidelity = s.simulation.network_fidelity;
+  for (const auto& program : workload.ranks)
+    r.comm_compute_interference = std::max(r.comm_compute_interference, program.comm_compute_interference);
   for (size_t i = 0; i < result.links.size() && i < static_cast<size_t>(std::max(0, link_count)); ++i)
     r.links.push_back(LinkReport{result.links[i].name, result.links[i].bytes, result.links[i].busy_s,
                                  result.links[i].busy_s / r.step_time_s});

@@ -7,6 +7,7 @@
 #include "models/collective.hpp"
 #include "sim/input_error.hpp"
 #include "sim/rank_order.hpp"
+#include "tools/driver/placement.hpp"
 #include "tools/driver/simulate.hpp"
 #include "workloads/layout.hpp"
 #include "workloads/lower.hpp"
@@ -244,4 +245,28 @@ TEST_CASE("ZeRO-3 with MoE gathers and reduce-scatters the experts over their ex
     if (work.name == "expert_optimizer_stage0")
       stepped = true;
   CHECK(stepped);
+}
+
+TEST_CASE("placement finds each stage's ranks under the order", "[rank_order][heterogeneous]")
+{
+  // t2 d2 p2 with "tp-pp-dp": stage 0 holds ranks 0, 1, 4, 5 and stage 1 ranks 2, 3, 6, 7.
+  nlohmann::json doc = ordered(2, 1, 2, 2, "tp-pp-dp");
+  auto a100          = doc["platform"]["node_groups"][0];
+  a100["count"]        = 1;
+  a100["gpus_per_node"] = 4;
+  auto v100            = a100;
+  v100["gpu"]          = "V100-SXM2-32GB";
+  doc["platform"]["node_groups"] = {a100, v100};
+  doc["training"]["precision"]   = "fp16";
+  const Placement in_order       = place_ranks(scenario_from_json(doc));
+  CHECK(in_order.stage_of_rank == std::vector<int>{0, 0, 1, 1, 0, 0, 1, 1});
+  CHECK(in_order.group_of_stage == std::vector<int>{-1, -1}); // GPUs 0-3 hold both stages
+  // Stage 1 on the A100 node, stage 0 on the V100 node: each stage's ranks take its group's GPUs.
+  doc["platform"]["placement"]["stages"] = {1, 0};
+  const Placement placed                 = place_ranks(scenario_from_json(doc));
+  CHECK(placed.gpu_of_rank == std::vector<int>{4, 5, 0, 1, 6, 7, 2, 3});
+  CHECK(placed.group_of_stage == std::vector<int>{1, 0});
+  const Report r = analytic_report(scenario_from_json(doc));
+  CHECK(r.stages[0].device == "V100-SXM2-32GB");
+  CHECK(r.stages[1].device == "A100-SXM4-80GB");
 }

@@ -670,14 +670,70 @@ private:
     }
     if (lanes.empty())
       return false;
+    // Every member of the ring sends as much at the same time, and each step forwards what the
+    // step before delivered: the ring moves at the pace of its slowest hop. The lone member's
+    // lane is timed on that hop (a group over two nodes whose own hop stays inside the node still
+    // waits for the NIC hop); ties keep its own hop.
     const int src = g.ranks[static_cast<size_t>(m)];
-    inst.tail_s   = 0;
-    for (const auto& [peer, bytes] : lanes)
-      inst.tail_s = std::max(inst.tail_s, (inst.steps - 1) * timing_.latency(src, g.ranks[static_cast<size_t>(peer)]));
+    std::vector<Hop> hops;
+    for (size_t lane = 0; lane < lanes.size(); ++lane) {
+      const int peer     = lanes[lane].first;
+      const double bytes = lanes[lane].second;
+      auto cost          = [&](const Hop& h) {
+        return timing_.transfer_seconds(h.src, h.dst, bytes) + (inst.steps - 1) * timing_.latency(h.src, h.dst);
+      };
+      Hop slowest{src, g.ranks[static_cast<size_t>(peer)]};
+      double worst = cost(slowest);
+      for (int other = 0; other < static_cast<int>(g.ranks.size()); ++other) {
+        const CollectiveStep step = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, static_cast<int>(lane), other, 0);
+        if (other == m || step.sends != 1)
+          continue;
+        const Hop hop{g.ranks[static_cast<size_t>(other)], g.ranks[static_cast<size_t>(step.send_to[0])]};
+        if (const double c = cost(hop); c > worst) {
+          worst   = c;
+          slowest = hop;
+        }
+      }
+      hops.push_back(slowest);
+    }
+    inst.tail_s = 0;
+    for (const Hop& h : hops)
+      inst.tail_s = std::max(inst.tail_s, (inst.steps - 1) * timing_.latency(h.src, h.dst));
     inst.coalesced_left = static_cast<int>(lanes.size());
-    for (const auto& [peer, bytes] : lanes)
-      launch(transfer(src, g.ranks[static_cast<size_t>(peer)], bytes), Kind::CoalescedTransfer, id, 0);
+    for (size_t lane = 0; lane < lanes.size(); ++lane)
+      launch(transfer(hops[lane].src, hops[lane].dst, lanes[lane].second), Kind::CoalescedTransfer, id, 0);
     return true;
+  }
+
+  struct Hop {
+    int src = -1, dst = -1; // global ranks
+  };
+
+  // The hop a lone simulated member's send of step k is timed on: the slowest of the step's
+  // sends over every member (each sends at the same time, and the next step forwards what this
+  // one delivered), so a member that stands for its group waits for the group's slowest hop, not
+  // only its own. Ties keep its own hop. Remembered per group, operation, size, lane and step.
+  Hop step_bottleneck(const Instance& inst, int lane, int k, Hop own, double bytes)
+  {
+    const auto key = std::make_tuple(inst.group, static_cast<int>(inst.op), inst.bytes, lane, k, own.src, own.dst);
+    auto [it, fresh] = bottlenecks_.try_emplace(key, own);
+    if (!fresh)
+      return it->second;
+    const Group& g = w_.groups[static_cast<size_t>(inst.group)];
+    double worst   = timing_.transfer_seconds(own.src, own.dst, bytes);
+    for (int other = 0; other < static_cast<int>(g.ranks.size()); ++other) {
+      const CollectiveStep step = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, lane, other, k);
+      if (step.bytes <= 0)
+        continue;
+      for (int q = 0; q < step.sends; ++q) {
+        const Hop hop{g.ranks[static_cast<size_t>(other)], g.ranks[static_cast<size_t>(step.send_to[static_cast<size_t>(q)])]};
+        if (const double c = timing_.transfer_seconds(hop.src, hop.dst, step.bytes); c > worst) {
+          worst      = c;
+          it->second = hop;
+        }
+      }
+    }
+    return it->second;
   }
 
   void coalesced_transfer_done(int id)
@@ -777,10 +833,13 @@ private:
       }
       lane.sending   = true;
       lane.in_flight = lane.current.sends;
-      for (int q = 0; q < lane.current.sends; ++q)
-        launch(transfer(g.ranks[static_cast<size_t>(m)],
-                        g.ranks[static_cast<size_t>(lane.current.send_to[static_cast<size_t>(q)])], lane.current.bytes),
-               Kind::CollectiveStep, id, (m * inst.lanes + lane_index) * CollectiveStep::kMaxPeers + q);
+      for (int q = 0; q < lane.current.sends; ++q) {
+        Hop hop{g.ranks[static_cast<size_t>(m)], g.ranks[static_cast<size_t>(lane.current.send_to[static_cast<size_t>(q)])]};
+        if (inst.simulated == 1)
+          hop = step_bottleneck(inst, lane_index, k, hop, lane.current.bytes);
+        launch(transfer(hop.src, hop.dst, lane.current.bytes), Kind::CollectiveStep, id,
+               (m * inst.lanes + lane_index) * CollectiveStep::kMaxPeers + q);
+      }
       return;
     }
   }
@@ -956,6 +1015,7 @@ private:
   const ReplayOptions& options_;
   CollectiveTiming timing_;
   Transfer pending_; // the transfer the next launch() starts
+  std::map<std::tuple<int, int, double, int, int, int, int>, Hop> bottlenecks_; // step_bottleneck's
   struct LinkUsage {
     double bytes = 0;
     std::vector<std::pair<double, double>> intervals;

@@ -8,7 +8,8 @@
 // can share their links (sim/collective_timing.hpp). Runs of tasks whose length is known before
 // they start, that nothing else waits on in between, run as one Exec (a chain). A group member that is not simulated (reduced fidelity)
 // is taken to behave like the simulated ones: its sends are not replayed, and a simulated member
-// does not wait for data from it beyond its own pace.
+// does not wait for data from it beyond its own pace; a lone simulated member's transfers run on
+// the slowest hop of each step over all members (the pace the group's ring or exchange keeps).
 #pragma once
 
 #include "models/collective.hpp"

@@ -101,6 +101,9 @@ struct ParallelSpec {
   // ZeRO-Offload: gradients go to the host, the optimizer steps on the CPU, the updated
   // low-precision weights come back; optimizer states leave GPU memory.
   bool offload_optimizer = false;
+  // How ranks are numbered from the plan's coordinates, innermost first (Megatron's RankGenerator
+  // order; sim/rank_order.hpp).
+  std::string rank_order = "tp-cp-ep-dp-pp";
 };
 
 // The inside of a node; `type` names a builder in topologies/node_*.cpp (NodeTypeRegistry).

@@ -4,6 +4,7 @@
 #include "sim/hf_config.hpp"
 #include "sim/json_reader.hpp"
 #include "sim/network_parse.hpp"
+#include "sim/rank_order.hpp"
 #include "sim/scenario.hpp"
 
 #include <fmt/format.h>
@@ -317,6 +318,13 @@ void read_parallelism(JsonReader r, ParallelSpec& p)
   p.data                = static_cast<int>(r.integer("data", 1, 1, kMaxGpus));
   p.context             = static_cast<int>(r.integer("context", 1, 1, kMaxGpus));
   p.expert              = static_cast<int>(r.integer("expert", 1, 1, kMaxGpus));
+  p.rank_order          = r.text("rank_order", p.rank_order);
+  try {
+    rank_order_axes(p);
+  } catch (const std::invalid_argument& e) {
+    r.problems().add(r.path_of("rank_order"), e.what());
+    p.rank_order = ParallelSpec{}.rank_order; // the other checks go on with the default
+  }
   p.virtual_stages      = static_cast<int>(r.integer("virtual_stages", 1, 1, kMaxLayers));
   p.schedule            = r.text("schedule", std::string("1f1b"));
   p.sequence_parallel   = r.boolean("sequence_parallel", false);
@@ -622,6 +630,10 @@ void check_shapes(const Scenario& s, Problems& problems)
     problems.add("parallelism.expert", fmt::format("{} does not divide data {} × context {} = {}: expert-parallel "
                                                    "groups are carved out of the data × context ranks",
                                                    p.expert, p.data, p.context, 1LL * p.data * p.context));
+  if (m.num_experts > 0 && (1LL * p.data * p.context) % p.expert == 0 &&
+      1LL * p.tensor * p.context * p.data * p.pipeline <= kMaxGpus)
+    if (const std::string why = rank_order_problem(p); !why.empty())
+      problems.add("parallelism.rank_order", why);
   if (m.num_experts > 0 && p.tensor > 1 && !p.sequence_parallel)
     problems.add("parallelism.sequence_parallel",
                  fmt::format("a mixture-of-experts model with tensor {} needs sequence_parallel true (as Megatron "

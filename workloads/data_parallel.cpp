@@ -6,11 +6,11 @@
 
 namespace stepsim {
 
-DataParallelPlan data_parallel_plan(const Scenario& s)
+DataParallelPlan data_parallel_plan(const Scenario& s, int members)
 {
   const auto& p = s.parallelism;
   DataParallelPlan plan;
-  plan.replicas                 = p.data * p.context > 1;
+  plan.replicas                 = members > 1;
   plan.gradient_op              = p.zero_stage >= 1 ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce;
   plan.reduce_every_micro_batch = p.zero_stage >= 2;
   plan.gather_parameters        = p.zero_stage >= 3 && plan.replicas;
@@ -31,7 +31,12 @@ double optimizer_bytes_per_parameter(const TrainingSpec& t)
 }
 
 DataParallelLowering::DataParallelLowering(const Scenario& s, std::vector<Work>& works)
-    : s_(s), works_(works), plan_(data_parallel_plan(s)), n_(s.parallelism.data * s.parallelism.context)
+    : DataParallelLowering(s, works, s.parallelism.data * s.parallelism.context, "optimizer")
+{
+}
+
+DataParallelLowering::DataParallelLowering(const Scenario& s, std::vector<Work>& works, int members, std::string name)
+    : s_(s), works_(works), plan_(data_parallel_plan(s, members)), n_(members), name_(std::move(name))
 {
 }
 
@@ -181,12 +186,12 @@ TaskId DataParallelLowering::reduce_gradients(TaskId last_compute)
 
 // --- the optimizer step -----------------------------------------------------------------------
 
-void DataParallelLowering::step(TaskId after)
+TaskId DataParallelLowering::step(TaskId after)
 {
   const bool sharded = s_.parallelism.zero_stage >= 1 && plan_.replicas;
   const double shard = step_parameters_ / (sharded ? n_ : 1);
-  Work work{fmt::format("optimizer_stage{}", stage_),
-            {memory_kernel("optimizer_step", shard * optimizer_bytes_per_parameter(s_.training))},
+  Work work{fmt::format("{}_stage{}", name_, stage_),
+            {memory_kernel(name_ + "_step", shard * optimizer_bytes_per_parameter(s_.training))},
             0};
   TaskId done;
   if (plan_.offload_optimizer) {
@@ -195,7 +200,7 @@ void DataParallelLowering::step(TaskId after)
     const auto& groups  = s_.platform.node_groups;
     const auto& placed  = s_.platform.stage_groups;
     const size_t g      = placed.empty() ? 0 : static_cast<size_t>(placed.at(static_cast<size_t>(stage_)));
-    work.name           = fmt::format("cpu_optimizer_stage{}", stage_);
+    work.name           = fmt::format("cpu_{}_stage{}", name_, stage_);
     work.host_memory_Bps = groups.at(g).host.memory_bandwidth_Bps / groups.at(g).gpus_per_node;
     works_.push_back(std::move(work));
     TaskId cpu = builder_->add(compute_task(static_cast<int>(works_.size() - 1), Pass::Optimizer, -1, 0, Stream::Host),
@@ -216,6 +221,7 @@ void DataParallelLowering::step(TaskId after)
   last_offload_    = ProgramBuilder::kNone;
   kept_.clear();
   cached_.clear();
+  return done;
 }
 
 } // namespace stepsim

@@ -23,6 +23,7 @@
 #include "sim/task_graph.hpp"
 #include "workloads/schedule.hpp"
 
+#include <string>
 #include <vector>
 
 namespace stepsim {
@@ -41,7 +42,9 @@ struct DataParallelPlan {
   double parameter_bytes      = 2;     // per element, as gathered and computed with
 };
 
-DataParallelPlan data_parallel_plan(const Scenario& s);
+// `members`: the size of the group the parameters are replicated over (data × context for dense
+// parameters, the expert-data-parallel group for a MoE layer's experts).
+DataParallelPlan data_parallel_plan(const Scenario& s, int members);
 
 // Bytes moved through memory per parameter by one optimizer update of its shard (mixed-precision
 // Adam: fp32 master weight, gradient and two moments read; weight and moments written; the
@@ -51,6 +54,9 @@ double optimizer_bytes_per_parameter(const TrainingSpec& t);
 class DataParallelLowering {
 public:
   DataParallelLowering(const Scenario& s, std::vector<Work>& works);
+  // Parameters replicated over `members` ranks whose optimizer work is named `name`
+  // ("expert_optimizer": a MoE layer's experts under ZeRO-3, over their expert-data group).
+  DataParallelLowering(const Scenario& s, std::vector<Work>& works, int members, std::string name);
   const DataParallelPlan& plan() const { return plan_; }
 
   // A new rank: its tasks go through `builder`; `group` is its data-parallel group (-1 = none).
@@ -74,8 +80,9 @@ public:
   // when none), which the optimizer waits for.
   TaskId reduce_gradients(TaskId last_compute);
   // The optimizer step of this rank's shard and what follows it; `after`: every reduction done.
-  // Ends the update: the next one starts with empty buckets and no gathered parameters.
-  void step(TaskId after);
+  // Ends the update: the next one starts with empty buckets and no gathered parameters. Returns
+  // the optimizer step's last task.
+  TaskId step(TaskId after);
 
 private:
   struct Bucket {
@@ -92,7 +99,8 @@ private:
   const Scenario& s_;
   std::vector<Work>& works_;
   DataParallelPlan plan_;
-  int n_ = 1; // data-parallel degree (data × context)
+  int n_ = 1; // data-parallel degree (data × context, or the expert-data group's size)
+  std::string name_ = "optimizer";
 
   // Per rank.
   ProgramBuilder* builder_ = nullptr;

@@ -188,20 +188,15 @@ private:
 
   int tensor_group(const RankCoord& c)
   {
-    std::vector<int> ranks;
-    for (int t = 0; t < layout_.tensor; ++t)
-      ranks.push_back(layout_.rank_of({t, c.context, c.data, c.pipeline}));
-    return group(fmt::format("tensor/pp{}/dp{}/cp{}", c.pipeline, c.data, c.context), ranks);
+    return group(fmt::format("tensor/pp{}/dp{}/cp{}", c.pipeline, c.data, c.context),
+                 layout_.group(layout_.rank_of(c), {Axis::Tensor}));
   }
 
   // Gradients are reduced over data × context parallel peers.
   int data_group(const RankCoord& c)
   {
-    std::vector<int> ranks;
-    for (int d = 0; d < layout_.data; ++d)
-      for (int cp = 0; cp < layout_.context; ++cp)
-        ranks.push_back(layout_.rank_of({c.tensor, cp, d, c.pipeline}));
-    return group(fmt::format("data/pp{}/tp{}", c.pipeline, c.tensor), ranks);
+    return group(fmt::format("data/pp{}/tp{}", c.pipeline, c.tensor),
+                 layout_.group(layout_.rank_of(c), {Axis::Context, Axis::Data}));
   }
 
   int embedding_group(const RankCoord& c)
@@ -304,18 +299,29 @@ private:
     }
     if (!is_moe(s_.model) || is_cnn(s_.model))
       return;
-    const int ep       = s_.parallelism.expert;
-    moe_.tensor_group  = tp_group_;
-    moe_.expert_group  = ep > 1 ? group(fmt::format("expert/pp{}/tp{}/ep{}", coord_.pipeline, coord_.tensor,
-                                                    (coord_.context + layout_.context * coord_.data) / ep),
-                                        expert_group_ranks(layout_, ep, coord_))
-                               : -1;
-    const int replicas = layout_.context * layout_.data / ep;
-    experts_.begin_rank(replicas > 1 ? group(fmt::format("expert_data/pp{}/tp{}/e{}", coord_.pipeline, coord_.tensor,
-                                                         (coord_.context + layout_.context * coord_.data) % ep),
-                                             expert_data_group_ranks(layout_, ep, coord_))
-                                     : -1,
-                        replicas, stage_);
+    // Expert layers number the ranks their own way (workloads/layout.hpp): their groups are named
+    // by the expert coordinates.
+    const int ep         = s_.parallelism.expert;
+    const int rank       = layout_.rank_of(coord_);
+    const AxisCoords e   = layout_.experts().coords_of(rank);
+    const auto at        = [&](Axis a) { return e[static_cast<size_t>(a)]; };
+    const auto tensor    = expert_tensor_group_ranks(layout_, rank);
+    moe_.tensor_group    = layout_.tensor == 1 ? -1
+                           : tensor == w_.groups[static_cast<size_t>(tp_group_)].ranks
+                               ? tp_group_
+                               : group(fmt::format("expert_tensor/pp{}/ep{}/edp{}", at(Axis::Pipeline), at(Axis::Expert),
+                                                   at(Axis::Data)),
+                                       tensor);
+    moe_.expert_group    = ep > 1 ? group(fmt::format("expert/pp{}/tp{}/ep{}", at(Axis::Pipeline), at(Axis::Tensor),
+                                                      at(Axis::Data)),
+                                          expert_group_ranks(layout_, rank))
+                                  : -1;
+    const int replicas   = layout_.experts().size(Axis::Data);
+    expert_data_group_ = replicas > 1 ? group(fmt::format("expert_data/pp{}/tp{}/e{}", at(Axis::Pipeline),
+                                                          at(Axis::Tensor), at(Axis::Expert)),
+                                              expert_data_group_ranks(layout_, rank))
+                                      : -1;
+    experts_.begin_rank(expert_data_group_, replicas, stage_);
   }
 
   int virtual_stage(int chunk) const { return chunk * p_ + stage_; }
@@ -338,14 +344,19 @@ private:
       after = point_to_point(TaskKind::Recv, Stream::RecvPrev, rank_of_virtual_stage(vs - 1), tag(op.micro_batch, vs - 1, false),
                              plan_[vs - 1].output_bytes, Pass::Forward, op, after);
     const auto& layers = plan_[vs].layers;
-    dp_.begin_pass(op, Pass::Forward, unit_parameters(layers, false));
+    dp_.begin_pass(op, Pass::Forward, unit_parameters(layers, false, false));
+    if (experts_sharded_)
+      expert_dp_.begin_pass(op, Pass::Forward, unit_parameters(layers, false, true));
     for (size_t i = 0; i < layers.size(); ++i) {
       const TaskId gathered = dp_.unit_parameters(static_cast<int>(i), after);
+      const TaskId experts  = experts_sharded_ ? expert_dp_.unit_parameters(static_cast<int>(i), after) : ProgramBuilder::kNone;
       const TaskId first    = boost::num_vertices(builder_graph());
       for (const Block& b : layers[i].blocks)
         after = block(b.forward, Pass::Forward, op, after, b.reduce_forward);
-      if (first < boost::num_vertices(builder_graph()))
+      if (first < boost::num_vertices(builder_graph())) {
         builder_->depends(first, gathered);
+        builder_->depends(first, experts);
+      }
     }
     if (vs < last_virtual_stage())
       point_to_point(TaskKind::Send, Stream::SendNext, rank_of_virtual_stage(vs + 1), tag(op.micro_batch, vs, false),
@@ -363,27 +374,31 @@ private:
       after = point_to_point(TaskKind::Recv, Stream::RecvNext, rank_of_virtual_stage(vs + 1), tag(op.micro_batch, vs, true),
                              plan_[vs].output_bytes, pass, op, after);
     const auto& layers = plan_[vs].layers;
-    dp_.begin_pass(op, pass, unit_parameters(layers, true));
+    dp_.begin_pass(op, pass, unit_parameters(layers, true, false));
+    if (experts_sharded_)
+      expert_dp_.begin_pass(op, pass, unit_parameters(layers, true, true));
     for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
-      const TaskId gathered = dp_.unit_parameters(static_cast<int>(layer - layers.rbegin()), after);
+      const int unit        = static_cast<int>(layer - layers.rbegin());
+      const TaskId gathered = dp_.unit_parameters(unit, after);
+      const TaskId experts  = experts_sharded_ ? expert_dp_.unit_parameters(unit, after) : ProgramBuilder::kNone;
       const TaskId first    = boost::num_vertices(builder_graph());
       if (layer->recomputed)
         for (const Block& b : layer->blocks)
           after = block(b.recompute, Pass::Recompute, op, after, b.reduce_forward);
       for (auto b = layer->blocks.rbegin(); b != layer->blocks.rend(); ++b)
         after = block(split ? b->backward_input : b->backward, pass, op, after, b->reduce_backward);
-      if (first < boost::num_vertices(builder_graph()))
+      if (first < boost::num_vertices(builder_graph())) {
         builder_->depends(first, gathered);
-      if (grads) {
-        dp_.gradients_ready(op, layer->parameters, after, last_for_chunk);
-        experts_.ready(layer->expert_parameters, after, last_for_chunk);
+        builder_->depends(first, experts);
       }
+      if (grads)
+        gradients_ready(op, *layer, after, last_for_chunk);
     }
     if (vs > 0)
       point_to_point(TaskKind::Send, Stream::SendPrev, rank_of_virtual_stage(vs - 1), tag(op.micro_batch, vs - 1, true),
                      plan_[vs - 1].output_bytes, pass, op, after);
     if (grads)
-      dp_.end_backward(last_for_chunk);
+      end_backward(last_for_chunk);
   }
 
   void weight(const PipeOp& op, bool last_for_chunk)
@@ -395,10 +410,27 @@ private:
       for (auto b = layer->blocks.rbegin(); b != layer->blocks.rend(); ++b)
         if (b->backward_weight >= 0)
           after = compute(b->backward_weight, Pass::BackwardWeight, op, after);
-      dp_.gradients_ready(op, layer->parameters, after, last_for_chunk);
-      experts_.ready(layer->expert_parameters, after, last_for_chunk);
+      gradients_ready(op, *layer, after, last_for_chunk);
     }
+    end_backward(last_for_chunk);
+  }
+
+  // A layer's weight gradients are ready: its dense parameters' join the data-parallel buckets,
+  // its experts' their own reduction (sharded per unit under ZeRO-3, like the dense ones).
+  void gradients_ready(const PipeOp& op, const Layer& layer, TaskId produced_by, bool last_for_chunk)
+  {
+    dp_.gradients_ready(op, layer.parameters, produced_by, last_for_chunk);
+    if (experts_sharded_)
+      expert_dp_.gradients_ready(op, layer.expert_parameters, produced_by, last_for_chunk);
+    else
+      experts_.ready(layer.expert_parameters, produced_by, last_for_chunk);
+  }
+
+  void end_backward(bool last_for_chunk)
+  {
     dp_.end_backward(last_for_chunk);
+    if (experts_sharded_)
+      expert_dp_.end_backward(last_for_chunk);
   }
 
   double head_parameters() const
@@ -407,12 +439,14 @@ private:
   }
 
   // --- data parallelism (workloads/data_parallel.hpp) -------------------------------------
-  // Each layer is a unit whose parameters ZeRO-3 / FSDP gathers, listed in the pass's order.
-  static std::vector<double> unit_parameters(const std::vector<Layer>& layers, bool backward)
+  // Each layer is a unit whose parameters ZeRO-3 / FSDP gathers, listed in the pass's order: its
+  // dense parameters over the data-parallel group, or (`experts`) its experts' over their
+  // expert-data-parallel group.
+  static std::vector<double> unit_parameters(const std::vector<Layer>& layers, bool backward, bool experts)
   {
     std::vector<double> units;
     for (const Layer& l : layers)
-      units.push_back(l.parameters);
+      units.push_back(experts ? l.expert_parameters : l.parameters);
     if (backward)
       std::reverse(units.begin(), units.end());
     return units;
@@ -420,7 +454,7 @@ private:
 
   const TaskGraph& builder_graph() const { return w_.ranks.back().graph; }
 
-  void flush_bucket() { dp_.end_backward(true); }
+  void flush_bucket() { end_backward(true); }
 
   void reduce_gradients_and_step(TaskId last_compute)
   {
@@ -432,7 +466,14 @@ private:
                          last_compute);
     }
     PassTasks tasks(*this, Pass::Optimizer, none);
-    after = experts_.reduce_and_step(tasks, w_.works, after, last_compute);
+    if (experts_sharded_) {
+      const TaskId reduced = expert_dp_.reduce_gradients(last_compute);
+      const TaskId done    = expert_dp_.step(reduced == ProgramBuilder::kNone ? after : reduced);
+      builder_->depends(done, after); // the dense step still waits for the dense reductions
+      after = done;
+    } else {
+      after = experts_.reduce_and_step(tasks, w_.works, after, last_compute);
+    }
     dp_.step(after);
   }
 
@@ -448,6 +489,8 @@ private:
     ProgramBuilder builder(w_.ranks.back());
     builder_ = &builder;
     dp_.begin_rank(builder, dp_.plan().replicas ? data_group(coord_) : -1, stage_);
+    if (experts_sharded_)
+      expert_dp_.begin_rank(builder, expert_data_group_, stage_);
 
     std::vector<PipeOp> order = schedule_->order(stage_, lowered_shape_);
     // Weight updates: one per step, or one per micro-batch (PipeDream), over every lowered step.
@@ -527,6 +570,11 @@ private:
   int ring_tag_                  = 0;
   MoeBlock moe_;
   ExpertGradients experts_{s_};
+  // ZeRO-3 / FSDP with MoE: the experts are sharded over their expert-data-parallel group and
+  // gathered per unit like the dense parameters (workloads/data_parallel.hpp), not kept whole.
+  bool experts_sharded_  = is_moe(s_.model) && !is_cnn(s_.model) && s_.parallelism.zero_stage >= 3;
+  int expert_data_group_ = -1;
+  DataParallelLowering expert_dp_{s_, w_.works, layout_.experts().size(Axis::Data), "expert_optimizer"};
 };
 
 } // namespace

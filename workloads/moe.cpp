@@ -228,23 +228,10 @@ TaskId ExpertGradients::reduce_and_step(BlockTasks& tasks, std::vector<Work>& wo
   return after;
 }
 
-std::vector<int> expert_group_ranks(const Layout& l, int expert, const RankCoord& c)
-{
-  const int flat = c.context + l.context * c.data;
-  const int base = flat / expert * expert;
-  std::vector<int> ranks;
-  for (int i = 0; i < expert; ++i)
-    ranks.push_back(l.rank_of({c.tensor, (base + i) % l.context, (base + i) / l.context, c.pipeline}));
-  return ranks;
-}
+std::vector<int> expert_group_ranks(const Layout& l, int rank) { return l.experts().group(rank, {Axis::Expert}); }
 
-std::vector<int> expert_data_group_ranks(const Layout& l, int expert, const RankCoord& c)
-{
-  const int flat = c.context + l.context * c.data;
-  std::vector<int> ranks;
-  for (int f = flat % expert; f < l.context * l.data; f += expert)
-    ranks.push_back(l.rank_of({c.tensor, f % l.context, f / l.context, c.pipeline}));
-  return ranks;
-}
+std::vector<int> expert_data_group_ranks(const Layout& l, int rank) { return l.experts().group(rank, {Axis::Data}); }
+
+std::vector<int> expert_tensor_group_ranks(const Layout& l, int rank) { return l.experts().group(rank, {Axis::Tensor}); }
 
 } // namespace stepsim

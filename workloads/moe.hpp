@@ -7,10 +7,11 @@
 // dispatched tokens are all-gathered over the tensor group before the experts, whose FFNs are
 // split over it, and reduce-scattered after them.
 //
-// Expert parallelism is carved out of data × context parallelism (Megatron's "tp-cp-ep-dp-pp"
-// order): the expert group is `expert` consecutive ranks of the flattened (context, data) index;
-// expert parameters' gradients are reduced over the ranks holding the same experts (data × context
-// / expert of them), the dense parameters' over all data × context ranks.
+// Expert parallelism is carved out of data × context parallelism as Megatron's expert
+// RankGenerator does (workloads/layout.hpp): under the default "tp-cp-ep-dp-pp" the expert group
+// is `expert` consecutive ranks of the flattened (context, data) index; expert parameters'
+// gradients are reduced over the ranks holding the same experts (data × context / expert of
+// them), the dense parameters' over all data × context ranks.
 #pragma once
 
 #include "sim/scenario.hpp"
@@ -94,9 +95,11 @@ private:
   double parameters_ = 0;
 };
 
-// Ranks of the expert-parallel group of `c` and of its expert-data-parallel group (the ranks that
-// hold the same experts), in ring order.
-std::vector<int> expert_group_ranks(const Layout& l, int expert, const RankCoord& c);
-std::vector<int> expert_data_group_ranks(const Layout& l, int expert, const RankCoord& c);
+// Ranks of the expert-parallel group of `rank`, of its expert-data-parallel group (the ranks that
+// hold the same experts) and of its expert-tensor group (which splits the experts' FFNs), in ring
+// order, as Megatron's expert RankGenerator numbers them under parallelism.rank_order.
+std::vector<int> expert_group_ranks(const Layout& l, int rank);
+std::vector<int> expert_data_group_ranks(const Layout& l, int rank);
+std::vector<int> expert_tensor_group_ranks(const Layout& l, int rank);
 
 } // namespace stepsim

@@ -2,6 +2,7 @@
 
 #include "models/compute_model.hpp"
 #include "models/memory.hpp"
+#include "workloads/layout.hpp"
 #include "workloads/schedule.hpp"
 #include "workloads/transformer.hpp"
 
@@ -20,28 +21,30 @@ Placement place_ranks(const Scenario& s)
     first_gpu[g + 1] = first_gpu[g] + groups[g].count * groups[g].gpus_per_node;
   const int world     = first_gpu.back();
   const int stages    = s.parallelism.pipeline;
-  const int per_stage = world / stages; // pipeline is outermost: stage k holds ranks [k·per_stage, (k+1)·per_stage)
+  const Layout layout(s.parallelism);
 
   Placement p;
   p.gpu_of_rank.resize(static_cast<size_t>(world));
   p.group_of_rank.resize(static_cast<size_t>(world));
+  p.stage_of_rank.resize(static_cast<size_t>(world));
   std::vector<int> next_free(first_gpu.begin(), first_gpu.end() - 1);
   for (int rank = 0; rank < world; ++rank) {
-    int gpu = rank;
+    const int stage = rank < layout.world_size() ? layout.coord_of(rank).pipeline : 0;
+    int gpu         = rank;
     if (!s.platform.stage_groups.empty())
-      gpu = next_free[static_cast<size_t>(s.platform.stage_groups.at(static_cast<size_t>(rank / per_stage)))]++;
-    p.gpu_of_rank[static_cast<size_t>(rank)] = gpu;
+      gpu = next_free[static_cast<size_t>(s.platform.stage_groups.at(static_cast<size_t>(stage)))]++;
+    p.gpu_of_rank[static_cast<size_t>(rank)]   = gpu;
+    p.stage_of_rank[static_cast<size_t>(rank)] = stage;
     p.group_of_rank[static_cast<size_t>(rank)] =
         static_cast<int>(std::upper_bound(first_gpu.begin(), first_gpu.end(), gpu) - first_gpu.begin()) - 1;
   }
-  p.group_of_stage.assign(static_cast<size_t>(stages), -1);
-  for (int stage = 0; stage < stages; ++stage) {
-    const int first = p.group_of_rank[static_cast<size_t>(stage * per_stage)];
-    bool one_group  = true;
-    for (int r = stage * per_stage; r < (stage + 1) * per_stage; ++r)
-      one_group = one_group && p.group_of_rank[static_cast<size_t>(r)] == first;
-    p.group_of_stage[static_cast<size_t>(stage)] = one_group ? first : -1;
+  p.group_of_stage.assign(static_cast<size_t>(stages), -2); // -2: no rank seen yet
+  for (int rank = 0; rank < world; ++rank) {
+    int& group      = p.group_of_stage[static_cast<size_t>(p.stage_of_rank[static_cast<size_t>(rank)])];
+    const int own   = p.group_of_rank[static_cast<size_t>(rank)];
+    group           = group == -2 || group == own ? own : -1;
   }
+  std::replace(p.group_of_stage.begin(), p.group_of_stage.end(), -2, -1);
   return p;
 }
 
@@ -63,9 +66,10 @@ const Device& stage_device(const Scenario& s, const Placement& p, const std::vec
   const int group = p.group_of_stage.at(static_cast<size_t>(stage));
   if (group >= 0)
     return devices.at(static_cast<size_t>(group));
-  const int per_stage = static_cast<int>(p.group_of_rank.size()) / s.parallelism.pipeline;
   const Device* slowest = nullptr;
-  for (int r = stage * per_stage; r < (stage + 1) * per_stage; ++r) {
+  for (size_t r = 0; r < p.group_of_rank.size(); ++r) {
+    if (p.stage_of_rank[r] != stage)
+      continue;
     const Device& d = devices.at(static_cast<size_t>(p.group_of_rank[static_cast<size_t>(r)]));
     if (slowest == nullptr || d.peak(s.training.precision) < slowest->peak(s.training.precision))
       slowest = &d;

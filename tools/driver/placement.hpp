@@ -1,11 +1,11 @@
 // Where each rank of a job runs when the cluster mixes GPU types (several platform.node_groups),
 // and how layers are spread over pipeline stages of unequal speed.
 //
-// Ranks are numbered as the parallel plan lays them out (tensor innermost, pipeline outermost),
-// GPUs as the platform lists them (node group by node group, node by node). Without a placement,
-// rank r runs on GPU r, so the first stages land on the first group. `platform.placement.stages`
-// names the node group of each pipeline stage instead; the stage's ranks then take that group's
-// next free GPUs in order.
+// Ranks are numbered as the parallel plan lays them out (parallelism.rank_order; by default tensor
+// innermost, pipeline outermost), GPUs as the platform lists them (node group by node group, node
+// by node). Without a placement, rank r runs on GPU r, so with pipeline outermost the first stages
+// land on the first group. `platform.placement.stages` names the node group of each pipeline stage
+// instead; the stage's ranks then take that group's next free GPUs in rank order.
 #pragma once
 
 #include "models/device.hpp"
@@ -20,6 +20,7 @@ struct Placement {
   std::vector<int> gpu_of_rank;   // index into the platform's GPUs
   std::vector<int> group_of_rank; // index into platform.node_groups
   std::vector<int> group_of_stage; // the node group of each pipeline stage; -1 where a stage spans several
+  std::vector<int> stage_of_rank;  // the pipeline stage of each rank under parallelism.rank_order
 };
 
 Placement place_ranks(const Scenario& s);

@@ -8,6 +8,7 @@
 #include "sim/graph_check.hpp"
 #include "sim/json_reader.hpp"
 #include "sim/metrics.hpp"
+#include "sim/rank_order.hpp"
 #include "sim/link_slowdown.hpp"
 #include "sim/replay.hpp"
 #include "tools/driver/collective_groups.hpp"
@@ -97,7 +98,9 @@ void validate(const Scenario& s)
     } catch (const InputError&) { // an unknown device is reported by its own check
     }
     const int tensor = s.parallelism.tensor, data = s.parallelism.data * s.parallelism.context;
-    const bool tensor_in_node = tensor <= first.gpus_per_node;
+    // Under parallelism.rank_order the tensor group's members are a stride apart.
+    const bool tensor_in_node =
+        1LL * tensor * dense_grid(s.parallelism).stride(Axis::Tensor) <= first.gpus_per_node;
     const std::pair<const char*, GroupShape> groups[] = {
         {"tensor", tensor_in_node ? group_shape(std::vector<int>(static_cast<size_t>(tensor), 0), nvls) : group_shape(tensor)},
         {"data", group_shape(data)}};
@@ -361,9 +364,8 @@ Report simulate(const Scenario& s, Timeline* timeline, int link_count)
   r.hfu             = r.hardware_tflops_per_gpu * 1e12 / peak;
   // Every GPU of a stage behaves like the stage's reported rank (the stages are its
   // representatives), at its own device's power.
-  const size_t ranks_per_stage = placement.group_of_rank.size() / static_cast<size_t>(s.parallelism.pipeline);
   for (size_t rank = 0; rank < placement.group_of_rank.size(); ++rank) {
-    const StageReport& st = r.stages[rank / ranks_per_stage];
+    const StageReport& st = r.stages[static_cast<size_t>(placement.stage_of_rank[rank])];
     const Device& device  = device_of_rank(static_cast<int>(rank));
     r.energy_j_per_step += st.compute_s * device.tdp_w + (r.step_time_s - st.compute_s) * device.idle_w;
   }

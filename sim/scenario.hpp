@@ -31,6 +31,9 @@ struct LayerSpec {
   double forward_memory_bytes = 0, backward_input_memory_bytes = 0, backward_weight_memory_bytes = 0;
   // Kernels (by_kernels true); element bytes are set by the training precision when lowered.
   std::vector<Kernel> forward, backward_input, backward_weight;
+  // The samples the kernels were written for (kernels.micro_batch_size): their shapes cannot be
+  // rescaled, so the scenario's micro-batch must equal it.
+  long long kernels_micro_batch = 0;
 };
 
 struct ModelSpec {

@@ -155,7 +155,8 @@ void read_layer(JsonReader& l, size_t index, LayerSpec& layer)
       if (l.raw(key) != nullptr)
         l.problems().add(l.path_of(key), "a layer given by kernels takes its work from them: give either kernels or "
                                          "the figures, not both");
-    JsonReader k = l.object("kernels");
+    JsonReader k               = l.object("kernels");
+    layer.kernels_micro_batch = k.integer("micro_batch_size", std::nullopt, 1, kMaxTokens);
     for (auto [pass, list] : {std::pair<const char*, std::vector<Kernel>*>{"forward", &layer.forward},
                               {"backward_input", &layer.backward_input},
                               {"backward_weight", &layer.backward_weight}}) {

@@ -66,7 +66,8 @@ nlohmann::json cnn_layer_json(const CnnLayer& l, double b, bool by_kernels)
                       {"activation_bytes", l.output_bytes / b},
                       {"saved_bytes", l.saved_bytes / b}};
   if (by_kernels && !l.forward.empty()) { // an identity is no kernels: figures of zero
-    j["kernels"] = {{"forward", kernels_json(l.forward)},
+    j["kernels"] = {{"micro_batch_size", b},
+                    {"forward", kernels_json(l.forward)},
                     {"backward_input", kernels_json(l.backward_input)},
                     {"backward_weight", kernels_json(l.backward_weight)}};
     if (l.backward_input.empty())
@@ -200,20 +201,25 @@ TEST_CASE("a layer list of a transformer's own kernels predicts the built-in tra
                               {"parameters", embedding_parameters_per_rank(s.model, 1)},
                               {"activation_bytes", output},
                               {"kernels",
-                               {{"forward", kernels_of({t.embedding_forward})},
+                               {{"micro_batch_size", b},
+                                {"forward", kernels_of({t.embedding_forward})},
                                 {"backward_input", kernels_of({t.embedding_backward})}}}};
   nlohmann::json layer = {{"name", "layer"},
                           {"repeat", s.model.num_layers},
                           {"parameters", layer_parameters_per_rank(s.model, 1)},
                           {"activation_bytes", output},
                           {"kernels",
-                           {{"forward", kernels_of({t.attention_forward, t.mlp_forward})},
+                           {{"micro_batch_size", b},
+                            {"forward", kernels_of({t.attention_forward, t.mlp_forward})},
                             {"backward_input", kernels_of({t.mlp_backward_input, t.attention_backward_input})},
                             {"backward_weight", kernels_of({t.mlp_backward_weight, t.attention_backward_weight})}}}};
   nlohmann::json head = {{"name", "head"},
                          {"parameters", double(s.model.vocab_size) * s.model.hidden_size},
                          {"activation_bytes", output},
-                         {"kernels", {{"forward", kernels_of({t.head_forward})}, {"backward_input", kernels_of({t.head_backward})}}}};
+                         {"kernels",
+                          {{"micro_batch_size", b},
+                           {"forward", kernels_of({t.head_forward})},
+                           {"backward_input", kernels_of({t.head_backward})}}}};
   nlohmann::json listed = builtin;
   listed["model"] = {{"architecture", "layers"}, {"seq_length", s.model.seq_length}, {"layers", {embedding, layer, head}}};
   // The built-in puts the embedding before the first stage's layers and the head after the last's.
@@ -308,13 +314,17 @@ TEST_CASE("a layer given by kernels equals the same work given by figures", "[la
        {"parameters", n * k},
        {"activation_bytes", 8192 * n * 2},
        {"kernels",
-        {{"forward", {{{"gemm", {m, n, k}}}}},
+        {{"micro_batch_size", 2},
+         {"forward", {{{"gemm", {m, n, k}}}}},
          {"backward_input", {{{"gemm", {m, k, n}}}}},
          {"backward_weight", {{{"gemm", {k, n, m}}}}}}}},
       {{"name", "norm"},
        {"parameters", 0},
        {"activation_bytes", 8192 * n * 2},
-       {"kernels", {{"forward", {{{"memory_bytes", 3 * m * n * 2}}}}, {"backward_input", {{{"memory_bytes", 5 * m * n * 2}}}}}}}};
+       {"kernels",
+        {{"micro_batch_size", 2},
+         {"forward", {{{"memory_bytes", 3 * m * n * 2}}}},
+         {"backward_input", {{{"memory_bytes", 5 * m * n * 2}}}}}}}};
   nlohmann::json figures           = kernels;
   const double flops_per_sample    = 2 * m * n * k / 2;
   figures["model"]["layers"][0]    = {{"name", "linear"},
@@ -428,5 +438,14 @@ TEST_CASE("layer-list plans that cannot run are input errors naming the path", "
     for (const char* key : {"forward_flops", "backward_flops"})
       bad["model"]["layers"][0].erase(key);
     refused(bad, "model.layers[0].kernels.forward[0].attention.head_dim", "required");
+  }
+  {
+    nlohmann::json bad = doc;
+    bad["model"]["layers"][0]["kernels"] = {{"micro_batch_size", 4}, {"forward", {{{"memory_bytes", 1e6}}}}};
+    for (const char* key : {"forward_flops", "backward_flops"})
+      bad["model"]["layers"][0].erase(key);
+    // Kernel shapes cannot be rescaled to another micro-batch: a sweep over the micro-batch
+    // must not silently keep the kernels' own.
+    refused(bad, "model.layers[0].kernels.micro_batch_size", "written for 4 samples");
   }
 }

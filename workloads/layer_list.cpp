@@ -102,6 +102,15 @@ SampleFlops layer_list_flops_per_sample(const ModelSpec& m, double micro_batch)
 
 void check_layer_list(const Scenario& s, Problems& problems)
 {
+  for (size_t i = 0; i < s.model.layers.size(); ++i) {
+    const LayerSpec& l = s.model.layers[i];
+    if (l.by_kernels && l.kernels_micro_batch > 0 && l.kernels_micro_batch != s.training.micro_batch_size)
+      problems.add(fmt::format("model.layers[{}].kernels.micro_batch_size", i),
+                   fmt::format("the kernels are written for {} samples but training.micro_batch_size is {}: stepsim "
+                               "cannot tell which dimension of a kernel's shape is the batch, so write the kernels "
+                               "for {} samples",
+                               l.kernels_micro_batch, s.training.micro_batch_size, s.training.micro_batch_size));
+  }
   const PipelineSchedule* schedule = ScheduleRegistry::find(s.parallelism.schedule);
   if (schedule == nullptr || !schedule->splits_backward) // an unknown schedule is reported by its own check
     return;

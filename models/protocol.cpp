@@ -177,10 +177,11 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
   static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key
   Key key{algorithms, allowed,           static_cast<int>(op), g.n,  g.nodes(), g.per_node, g.in_switch_reduction,
           g.channels, g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes};
-  auto [it, fresh] = cache.try_emplace(std::move(key), nullptr);
-  if (!fresh)
+  if (auto it = cache.find(key); it != cache.end())
     return *it->second;
-  double best = std::numeric_limits<double>::infinity();
+  // Timing a candidate may throw (an algorithm that cannot run the group): nothing is cached then.
+  const CollectiveAlgorithm* picked = nullptr;
+  double best                       = std::numeric_limits<double>::infinity();
   for (const auto* a : algorithms)
     for (Protocol p : protocols_for(*a)) {
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), p) == allowed.end())
@@ -189,14 +190,14 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
       double t              = g.n > 1 ? planned_seconds(candidate, op, g, bytes) : 0.0;
       if (g.n > 1 && a->name == "tree" && op == CollectiveOp::AllReduce)
         t = std::max(t, launch_seconds(candidate, op, g, bytes) + tuner_tree_bandwidth_seconds(p, op, g, bytes));
-      if (t < best || it->second == nullptr) {
-        best       = t;
-        it->second = &candidate;
+      if (t < best || picked == nullptr) {
+        best   = t;
+        picked = &candidate;
       }
     }
-  if (it->second == nullptr) // the forced protocol fits none of them (NVLS with LL): as NCCL, run
-    it->second = &fastest(algorithms, {}, op, g, bytes); // what its protocols allow
-  return *it->second;
+  if (picked == nullptr) // the forced protocol fits none of them (NVLS with LL): as NCCL, run
+    picked = &fastest(algorithms, {}, op, g, bytes); // what their protocols allow
+  return *cache.emplace(std::move(key), picked).first->second;
 }
 
 CollectiveAlgorithm with_protocol_choice(const CollectiveAlgorithm& chosen, const std::string& protocol,

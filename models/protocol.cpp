@@ -118,10 +118,24 @@ double base_latency(const CollectiveAlgorithm& bare, const ProtocolCost& c)
 
 } // namespace
 
+static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes);
+
 double launch_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)
 {
   if (a.protocol < 0 || a.bare == nullptr || g.n <= 1 || !(bytes > 0))
     return 0;
+  // The pick and the engine ask for the same launches: each is timed once.
+  using Key = std::tuple<const CollectiveAlgorithm*, int, int, int, int, bool, int, double, double, double>;
+  static std::map<Key, double> cache;
+  const Key key{&a, static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction, g.channels,
+                g.intra.latency_s, g.inter.latency_s, bytes};
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
+  return cache[key] = launch_uncached(a, op, g, bytes);
+}
+
+static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)
+{
   // An idealised network (zero latency on every path) gets no launch cost, as no step cost.
   if (!(g.intra.latency_s > 0) && !(g.inter.latency_s > 0))
     return 0;
@@ -154,16 +168,22 @@ namespace {
 // the bytes between two nodes, and runs the ring on large messages where stepsim's links alone
 // would favour the tree. `auto` picks as the tuner does: the tree's time for the pick is at least
 // the ring's bandwidth time (idle paths without latency) scaled so.
-double tuner_tree_bandwidth_seconds(Protocol p, CollectiveOp op, const GroupShape& g, double bytes)
+// Without latency a transfer's time is linear in its bytes, so the bare ring's time scaled by the
+// protocol's wire factor is the protocol's.
+double tuner_tree_bandwidth_seconds(double bare_ring_s, Protocol p, const GroupShape& g)
 {
-  const auto& ring = with_protocol(CollectiveRegistry::get("ring", "simulation.collective_algorithm"), p);
-  auto no_latency  = [&g](int x, int y) {
+  return bare_ring_s * protocol_cost(p).wire_factor * g.n / (g.n - 1) / tree_cost().bandwidth_factor;
+}
+
+double bare_ring_bandwidth_seconds(CollectiveOp op, const GroupShape& g, double bytes)
+{
+  auto no_latency = [&g](int x, int y) {
     PathCost c  = same_node(g, x, y) ? g.intra : g.inter;
     c.latency_s = 0;
     return c;
   };
-  const double ring_s = uncontended_seconds(ring, op, g, bytes, no_latency);
-  return ring_s * g.n / (g.n - 1) / tree_cost().bandwidth_factor;
+  return uncontended_seconds(CollectiveRegistry::get("ring", "simulation.collective_algorithm"), op, g, bytes,
+                             no_latency);
 }
 
 } // namespace
@@ -182,14 +202,27 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
   // Timing a candidate may throw (an algorithm that cannot run the group): nothing is cached then.
   const CollectiveAlgorithm* picked = nullptr;
   double best                       = std::numeric_limits<double>::infinity();
+  double bare_ring_s                = -1; // the tuner's view of the tree, once per pick
   for (const auto* a : algorithms)
     for (Protocol p : protocols_for(*a)) {
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), p) == allowed.end())
         continue;
       const auto& candidate = with_protocol(*a, p);
-      double t              = g.n > 1 ? planned_seconds(candidate, op, g, bytes) : 0.0;
-      if (g.n > 1 && a->name == "tree" && op == CollectiveOp::AllReduce)
-        t = std::max(t, launch_seconds(candidate, op, g, bytes) + tuner_tree_bandwidth_seconds(p, op, g, bytes));
+      double t              = 0;
+      if (g.n > 1) {
+        // The launch alone bounds the time from below: a candidate that cannot beat the best by
+        // it is not timed further.
+        const double launch = launch_seconds(candidate, op, g, bytes);
+        if (picked != nullptr && launch >= best)
+          continue;
+        auto path = [&g](int x, int y) { return same_node(g, x, y) ? g.intra : g.inter; };
+        t         = launch + uncontended_seconds(candidate, op, g, bytes, path);
+        if (a->name == "tree" && op == CollectiveOp::AllReduce) {
+          if (bare_ring_s < 0)
+            bare_ring_s = bare_ring_bandwidth_seconds(op, g, bytes);
+          t = std::max(t, launch + tuner_tree_bandwidth_seconds(bare_ring_s, p, g));
+        }
+      }
       if (t < best || picked == nullptr) {
         best   = t;
         picked = &candidate;

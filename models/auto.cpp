@@ -69,6 +69,12 @@ CollectiveAlgorithm make_auto()
   a.step  = [](CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step) {
     return auto_pick(op, g, bytes).step(op, g, bytes, lane, member, step);
   };
+  a.candidates = [](CollectiveOp op, const GroupShape& g) {
+    std::vector<const CollectiveAlgorithm*> out;
+    for (const char* name : candidates(op, g))
+      out.push_back(&CollectiveRegistry::get(name, "simulation.collective_algorithm"));
+    return out;
+  };
   return a;
 }
 

@@ -292,6 +292,10 @@ CollectiveAlgorithm collective_choice(const std::string& all, const std::map<std
   c.step = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step) {
     return pick(op, g, bytes).step(op, g, bytes, lane, member, step);
   };
+  c.candidates = [chosen](CollectiveOp op, const GroupShape& g) {
+    const CollectiveAlgorithm* a = chosen[static_cast<size_t>(op)];
+    return a->candidates ? a->candidates(op, g) : std::vector<const CollectiveAlgorithm*>{a};
+  };
   return c;
 }
 

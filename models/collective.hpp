@@ -71,6 +71,13 @@ struct CollectiveAlgorithm {
   std::function<CollectiveStep(CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step)> step;
   // Set by algorithms that choose another per collective ("auto", per-type choices).
   std::function<const CollectiveAlgorithm&(CollectiveOp op, const GroupShape& g, double bytes)> pick;
+  // Set by "auto" (and per-type choices that hold it): the concrete algorithms it chooses among,
+  // so that a protocol choice can time each with each protocol (models/protocol.hpp).
+  std::function<std::vector<const CollectiveAlgorithm*>(CollectiveOp op, const GroupShape& g)> candidates{};
+  // Set on an algorithm run with one of NCCL's protocols (models/protocol.hpp): the protocol's
+  // index and the algorithm it runs. -1 / null for a bare algorithm.
+  int protocol = -1;
+  const CollectiveAlgorithm* bare = nullptr;
 };
 
 using CollectiveRegistry = Registry<CollectiveAlgorithm>;

@@ -6,9 +6,20 @@
 
 #include "sim/scenario.hpp"
 
+#include <array>
 #include <string>
 
 namespace stepsim {
+
+// What one of NCCL's protocols (LL, LL128, Simple; models/protocol.hpp) costs, from links.json
+// "protocols".<name>.
+struct ProtocolCost {
+  double wire_factor    = 1; // bytes on the wire per byte of payload
+  double step_inside_s  = 0; // per step on a path inside a node, beyond the link's step latency
+  double step_between_s = 0; // per step on a path between nodes
+  // NCCL's baseLat per algorithm: ring, tree, nvls, and the rest (direct, halving-doubling, ...).
+  double base_ring_s = 0, base_tree_s = 0, base_nvls_s = 0, base_other_s = 0;
+};
 
 struct LinkEfficiency {
   double nvswitch = 1.0; // GPU to NVSwitch (NVLink)
@@ -21,10 +32,19 @@ struct LinkEfficiency {
   double nvswitch_step_s = 0, pcie_step_s = 0, nic_step_s = 0;
   // NCCL's fixed cost of one collective (its tuner's baseLat: kernel launch and set-up), seconds.
   double collective_base_latency_s = 0;
+  // NVLink SHARP: the rate at which the NVSwitch reduces what one GPU pushes into it, bytes per
+  // second per GPU (0 = no limit beyond the links).
+  double nvls_reduction_Bps = 0;
+  // NCCL's protocols in the order LL, LL128, Simple; `protocols_loaded` false when the file has
+  // none (collectives then run without protocol costs).
+  bool protocols_loaded = false;
+  std::array<ProtocolCost, 3> protocols{};
 };
 
 // configs/calibration/links.json, or all 1.0 when the file is absent.
 LinkEfficiency load_link_efficiency();
+// The same, read once per process (for the collective models).
+const LinkEfficiency& link_efficiency();
 
 // The platform with every link's bandwidth scaled to what transfers achieve on it, and each
 // link's latency raised by its type's per-step cost.

@@ -8,7 +8,13 @@
 // modelled by traffic with the same load on the same links: in one step member m sends S to
 // member m+1 (each GPU link carries S up and S down; one GPU-switch-GPU latency). Needs every
 // member on one node whose switch reduces (the driver marks such groups); all-reduce only.
+//
+// The switch reduces more slowly than the GPU links deliver: on 8x H100 NVLS peaks at about
+// 480 GB/s bus bandwidth where the links would allow 614. That rate (links.json
+// nvswitch.in_switch_reduction, per GPU) stretches the step: a member whose link is faster than
+// the reduction sends the bytes that the link moves while the switch reduces S.
 #include "models/collective.hpp"
+#include "models/link_calibration.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -30,7 +36,8 @@ int nvls_steps(CollectiveOp op, const GroupShape& g, double)
 CollectiveStep nvls_step(CollectiveOp, const GroupShape& g, double bytes, int, int member, int)
 {
   CollectiveStep s;
-  s.bytes = bytes;
+  const double reduction = link_efficiency().nvls_reduction_Bps;
+  s.bytes = reduction > 0 && g.intra.bandwidth_Bps > reduction ? bytes * g.intra.bandwidth_Bps / reduction : bytes;
   s.send((member + 1) % g.n);
   s.recv((member - 1 + g.n) % g.n);
   return s;

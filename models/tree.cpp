@@ -3,7 +3,7 @@
 // all-reduce runs two trees at once (NCCL's double binary tree, ncclGetDtree: the second tree is
 // the first mirrored, or shifted by one for an odd number of nodes, so that a node that is
 // internal in one tree is a leaf in the other), each on half the buffer: reduce up to the root,
-// then broadcast down, both pipelined in chunks (pipeline_chunks). In step k of the reduce a
+// then broadcast down, both pipelined in chunks (tree_chunks, NCCL's chunk sizing). In step k of the reduce a
 // member receives chunk k from each child and sends chunk k-1 to its parent; the broadcast mirrors
 // it. Across nodes with k members on each, 2k lanes (NCCL's channels): lane l runs tree l % 2
 // with each node's chain rotated to start at its (l / 2)-th member, so every NIC carries trees.
@@ -14,6 +14,7 @@
 #include "models/collective.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -103,6 +104,33 @@ MemberLinks member_links(const GroupShape& g, int lane, int member)
   return out;
 }
 
+// The chunks a lane's share is cut into, as NCCL sizes the tree's (src/enqueue.cc, v2.20, tree
+// with Simple): from the 512 KiB slot, halve the chunk while a channel would get fewer than
+// 8 x depth chunks (not below 128 KiB), 4 x depth (not below 64 KiB), depth (not below 32 KiB),
+// so that a deep tree fills its pipeline with small chunks. depth: the longest chain inside a node
+// plus the height of the binary tree over the nodes. LL and LL128 forward data at least as finely
+// (flagged lines), so every protocol takes these chunks. At most 64 chunks (pipeline_chunks' cap).
+int tree_chunks(const GroupShape& g, double lane_bytes)
+{
+  if (!(lane_bytes > 0))
+    return 1;
+  int chain = 1;
+  for (const auto& members : g.node_members)
+    chain = std::max(chain, static_cast<int>(members.size()));
+  int height = 0;
+  while ((1 << height) < g.nodes())
+    ++height;
+  const double depth = chain + height;
+  double chunk       = 512.0 * 1024;
+  while (lane_bytes / chunk < depth * 8 && chunk > 131072)
+    chunk /= 2;
+  while (lane_bytes / chunk < depth * 4 && chunk > 65536)
+    chunk /= 2;
+  while (lane_bytes / chunk < depth && chunk > 32768)
+    chunk /= 2;
+  return static_cast<int>(std::clamp(std::ceil(lane_bytes / chunk), 1.0, 64.0));
+}
+
 void check(CollectiveOp op)
 {
   if (op != CollectiveOp::AllReduce && op != CollectiveOp::Broadcast && op != CollectiveOp::Reduce)
@@ -126,13 +154,13 @@ int tree_steps(CollectiveOp op, const GroupShape& g, double bytes)
   check(op);
   if (g.n <= 1)
     return 0;
-  const int phase = pipeline_chunks(bytes / tree_lanes(op, g, bytes)) + 1;
+  const int phase = tree_chunks(g, bytes / tree_lanes(op, g, bytes)) + 1;
   return op == CollectiveOp::AllReduce ? 2 * phase : phase;
 }
 
 CollectiveStep tree_step(CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step)
 {
-  const int chunks = pipeline_chunks(bytes / tree_lanes(op, g, bytes));
+  const int chunks = tree_chunks(g, bytes / tree_lanes(op, g, bytes));
   const MemberLinks t = member_links(g, lane, member);
   CollectiveStep s;
   s.bytes = bytes / tree_lanes(op, g, bytes) / chunks;

@@ -1,4 +1,5 @@
 #include "sim/collective_timing.hpp"
+#include "models/protocol.hpp"
 #include "sim/link_bandwidth.hpp"
 
 #include <simgrid/s4u.hpp>
@@ -141,7 +142,17 @@ double CollectiveTiming::seconds(int group, CollectiveOp op, double bytes)
     return it->second;
   const double total = uncontended_seconds(algorithm_, op, shape(group), bytes,
                                            [&](int a, int b) { return member_path(group, a, b); });
-  return it->second = total > 0 ? total + base_latency(group) : 0.0;
+  return it->second = total > 0 ? total + launch_latency(group, op, bytes) : 0.0;
+}
+
+double CollectiveTiming::launch_latency(int group, CollectiveOp op, double bytes)
+{
+  auto [it, fresh] = launch_.try_emplace({group, op, bytes}, 0.0);
+  if (!fresh)
+    return it->second;
+  const GroupShape& g = shape(group);
+  const auto& a       = concrete_algorithm(algorithm_, op, g, bytes);
+  return it->second = a.protocol >= 0 ? launch_seconds(a, op, g, bytes) : base_latency(group);
 }
 
 } // namespace stepsim

@@ -43,6 +43,9 @@ public:
     const auto& ranks = w_.groups[static_cast<size_t>(group)].ranks;
     return ranks.size() > 1 && latency(ranks[0], ranks[1]) > 0 ? base_latency_s_ : 0.0;
   }
+  // What a collective pays before its steps: for an algorithm run with one of NCCL's protocols
+  // its launch_seconds (models/protocol.hpp), else base_latency().
+  double launch_latency(int group, CollectiveOp op, double bytes);
   // Latency of the path between two ranks' GPUs.
   double latency(int src_rank, int dst_rank) { return path(src_rank, dst_rank).latency_s; }
   // Closed form of one transfer between two ranks' GPUs: latency + bytes / bottleneck bandwidth.
@@ -73,7 +76,7 @@ private:
   std::unordered_map<long long, Path> paths_;
   std::map<int, GroupShape> shapes_;
   std::map<std::pair<int, CollectiveOp>, bool> analytic_;
-  std::map<std::tuple<int, CollectiveOp, double>, double> seconds_;
+  std::map<std::tuple<int, CollectiveOp, double>, double> seconds_, launch_;
   double base_latency_s_ = 0;
 };
 

@@ -620,10 +620,11 @@ private:
              Kind::CollectiveDelay, id, 0);
       return;
     }
-    if (timing_.base_latency(inst.group) > 0 && inst.steps > 0) { // NCCL's launch cost, then the steps
+    if (const double launch_s = timing_.launch_latency(inst.group, inst.op, inst.bytes); launch_s > 0 && inst.steps > 0) {
+      // NCCL's launch cost (and its protocol's step latencies beyond the links'), then the steps
       launch(sg4::Exec::init()
                  ->set_host(hosts_[static_cast<size_t>(me)])
-                 ->set_flops_amount(timing_.base_latency(inst.group) * kHostSpeed),
+                 ->set_flops_amount(launch_s * kHostSpeed),
              Kind::CollectiveBase, id, 0);
       return;
     }

@@ -217,12 +217,15 @@ struct SimulationSpec {
   // The collective algorithm of every collective type (a name in CollectiveRegistry, or "auto":
   // chosen per collective by size, group shape and topology as NCCL's tuner does), and the
   // types forced to another one ("all_reduce" -> "tree", ...; from the object form).
-  std::string collective_algorithm = "ring";
+  std::string collective_algorithm = "auto";
   std::map<std::string, std::string> collective_algorithm_per_op;
   // NCCL channels: parallel rings (or trees) a collective is split over. 0 = NCCL's choice per
   // group: across nodes one ring per member on each node, so the rings leave every node through
   // all its members' NICs; inside a node one ring.
   int nccl_channels = 0;
+  // NCCL's protocol for every collective: "auto" (the fastest per collective, as NCCL's tuner
+  // picks), or "LL", "LL128", "Simple" forced (NCCL_PROTO). models/protocol.hpp.
+  std::string nccl_protocol = "auto";
   std::string compute_model        = "kernel";
   // Simulate even when a stage needs more memory than the device has (`stepsim run
   // --allow-oom`); otherwise that is an input error naming the memory breakdown.

@@ -439,9 +439,9 @@ void read_simulation(JsonReader r, SimulationSpec& s)
 {
   s.fidelity             = r.text("fidelity", std::string("reduced"), {"reduced", "full"});
   // A name for every collective type, or an object of names per type ({"all_reduce": "tree",
-  // "default": "ring"}); the names are checked against the registry by validate(). "ring" by
-  // default: "auto" keeps `stepsim accuracy` at 3.3 %, but the link calibration against nccl-tests
-  // (configs/calibration/nccl_tests.json) was fitted on the ring.
+  // "default": "ring"}); the names are checked against the registry by validate(). "auto" by
+  // default: NCCL's tuner's choice, which the link calibration against nccl-tests
+  // (configs/calibration/nccl_tests.json) is fitted and tested with.
   if (const auto* algorithms = r.raw("collective_algorithm"); algorithms != nullptr && algorithms->is_object()) {
     for (const auto& [type, name] : algorithms->items()) {
       if (!name.is_string()) {
@@ -459,9 +459,10 @@ void read_simulation(JsonReader r, SimulationSpec& s)
                      fmt::format("expected an algorithm name or an object of names per collective type "
                                  "({{\"all_reduce\": \"tree\"}}), got {}", algorithms->dump()));
   } else {
-    s.collective_algorithm = r.text("collective_algorithm", std::string("ring"));
+    s.collective_algorithm = r.text("collective_algorithm", std::string("auto"));
   }
   s.nccl_channels = static_cast<int>(r.integer("nccl_channels", 0, 0, 64));
+  s.nccl_protocol = r.text("nccl_protocol", std::string("auto"), {"auto", "LL", "LL128", "Simple"});
   s.compute_model        = r.text("compute_model", std::string("kernel"));
   s.allow_oom            = r.boolean("allow_oom", false);
   s.network_fidelity     = r.text("network_fidelity", std::string("flow"), {"flow", "analytic"});

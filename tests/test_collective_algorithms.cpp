@@ -319,7 +319,9 @@ TEST_CASE("replayed collectives take their textbook time on an idle fat-tree")
   };
   // Pipelined chain over n-1 hops in C chunks: (C + n - 2) chunk times.
   const double C  = pipeline_chunks(S);
-  const double Ct = pipeline_chunks(S / 2); // a tree's half; NCCL's btree over 2^L nodes has height L
+  // A tree's half in NCCL's tree chunks (models/tree.cpp): its all-reduce takes 2 (chunks + 1)
+  // steps; NCCL's btree over 2^L nodes has height L.
+  const double Ct = CollectiveRegistry::get("tree", "test").steps(CollectiveOp::AllReduce, group_shape(n), S) / 2 - 1;
   const Case cases[] = {
       {"ring", CollectiveOp::AllReduce, n * 2LL * (n - 1), 2.0 * (n - 1), 2.0 * (n - 1) / n * S},
       {"halving_doubling", CollectiveOp::AllReduce, n * 2LL * int(levels), 2 * levels, 2.0 * (n - 1) / n * S},

@@ -14,9 +14,11 @@ namespace {
 
 struct Row {
   double bytes, count, time_us, algbw, busbw;
+  std::string picked;
 };
 
-// The table's rows (lines of five numbers; the '#' lines and the header are skipped).
+// The table's rows (lines of five numbers and the algorithm/protocol; the '#' lines and the
+// header are skipped).
 std::vector<Row> rows_of(const std::string& output)
 {
   std::vector<Row> rows;
@@ -25,7 +27,9 @@ std::vector<Row> rows_of(const std::string& output)
     std::istringstream fields(line);
     Row r{};
     std::string rest;
-    if (line.rfind('#', 0) != 0 && fields >> r.bytes >> r.count >> r.time_us >> r.algbw >> r.busbw && !(fields >> rest))
+    // The last column names the algorithm/protocol that ran ("ring/LL").
+    if (line.rfind('#', 0) != 0 && fields >> r.bytes >> r.count >> r.time_us >> r.algbw >> r.busbw >> r.picked &&
+        r.picked.find('/') != std::string::npos && !(fields >> rest))
       rows.push_back(r);
   }
   return rows;
@@ -58,6 +62,7 @@ TEST_CASE("stepsim collective: ring all-reduce in one NVSwitch node reaches the 
   for (const Row& row : rows) {
     CHECK(row.algbw == Approx(row.bytes / (row.time_us * 1e-6) / 1e9).epsilon(0.01));
     CHECK(row.busbw == Approx(row.algbw * 2 * 7 / 8.0).epsilon(0.01));
+    CHECK(row.picked.rfind("ring/", 0) == 0); // the forced algorithm, with the protocol auto chose
   }
   // Latency weighs on small sizes only; the bus bandwidth climbs to the achieved NVLink rate.
   CHECK(rows[0].busbw < rows[1].busbw);

@@ -5,6 +5,7 @@
 #include "models/collective.hpp"
 #include "models/device.hpp"
 #include "models/link_calibration.hpp"
+#include "models/protocol.hpp"
 #include "sim/json_reader.hpp"
 #include "sim/link_slowdown.hpp"
 #include "sim/replay.hpp"
@@ -17,6 +18,7 @@
 #include <simgrid/s4u.hpp>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -143,16 +145,50 @@ TEST_CASE("calibration: stepsim collective reproduces the published nccl-tests a
 TEST_CASE("calibration: NCCL's base latency is paid once per collective, in both fidelities", "[network_model]")
 {
   const LinkEfficiency links = load_link_efficiency();
-  REQUIRE(links.collective_base_latency_s > 0);
-  // Two GPUs of one node: one step each way; the time is the base latency, 2 step latencies and
-  // the bytes over the achieved NVLink bandwidth, whichever fidelity times it.
-  for (const char* network : {"flow", "analytic"}) {
-    const auto out = run_collective_json(std::string("--preset dgx-a100 --gpus 2 --sizes 8KB --network ") + network);
-    const double path_latency = 1e-6 + links.nvswitch_step_s;
-    const double expected     = links.collective_base_latency_s + 2 * path_latency + 8e3 / 2 / (300e9 * links.nvswitch);
-    INFO(network);
-    CHECK(out.at("rows")[0].at("time_us").get<double>() * 1e-6 == Approx(expected).epsilon(0.01));
-  }
+  REQUIRE(links.protocols_loaded);
+  // Two GPUs of one node: one step each way; the time is the protocol's base latency, 2 step
+  // latencies (the link's, plus the protocol's beyond LL) and the wire bytes over the achieved
+  // NVLink bandwidth, whichever fidelity times it.
+  for (const char* network : {"flow", "analytic"})
+    for (Protocol p : kProtocols) {
+      const ProtocolCost& c = links.protocols[static_cast<size_t>(p)];
+      const auto out        = run_collective_json(std::string("--preset dgx-a100 --gpus 2 --sizes 8KB --algorithm ring --network ") +
+                                                  network + " --protocol " + protocol_name(p));
+      const double path_latency = 1e-6 + links.nvswitch_step_s + c.step_inside_s;
+      const double expected = c.base_ring_s + 2 * path_latency + c.wire_factor * 8e3 / 2 / (300e9 * links.nvswitch);
+      INFO(network << " " << protocol_name(p));
+      CHECK(out.at("rows")[0].at("picked") == std::string("ring/") + protocol_name(p));
+      CHECK(out.at("rows")[0].at("time_us").get<double>() * 1e-6 == Approx(expected).epsilon(0.01));
+    }
+}
+
+TEST_CASE("protocols: LL for latency, Simple for bandwidth; auto takes the fastest per size", "[network_model]")
+{
+  // Two DGX A100 nodes, ring forced: LL's per-step latency is the lowest and its wire carries half
+  // data, Simple the reverse; `auto` is never slower than the best forced protocol.
+  const std::string group = "--preset dgx-a100 --nodes 2 --gpus 16 --algorithm ring --sizes 8KB,1GiB";
+  std::map<std::string, nlohmann::json> rows;
+  for (const char* p : {"LL", "LL128", "Simple", "auto"})
+    rows[p] = run_collective_json(group + " --protocol " + p).at("rows");
+  auto time = [&](const char* p, int i) { return rows[p][static_cast<size_t>(i)].at("time_us").get<double>(); };
+  CHECK(time("LL", 0) < time("LL128", 0));
+  CHECK(time("LL128", 0) < time("Simple", 0));
+  CHECK(time("Simple", 1) < time("LL128", 1));
+  CHECK(time("LL", 1) > 1.8 * time("Simple", 1)); // half the wire carries flags
+  CHECK(rows["auto"][0].at("picked") == "ring/LL");
+  CHECK(rows["auto"][1].at("picked") == "ring/Simple");
+  for (int i = 0; i < 2; ++i)
+    CHECK(time("auto", i) <= std::min({time("LL", i), time("LL128", i), time("Simple", i)}) * 1.001);
+  // Simple's extra step latency is paid on each step of the critical path: inside one node the
+  // ring's 14 steps of an 8-GPU all-reduce (a few bytes, so bandwidth plays no part).
+  const LinkEfficiency links = load_link_efficiency();
+  const auto& ll = links.protocols[0];
+  const auto& simple = links.protocols[2];
+  const double ll_us     = run_collective_json("--preset dgx-a100 --gpus 8 --algorithm ring --sizes 64B --protocol LL")
+                           .at("rows")[0].at("time_us").get<double>();
+  const double simple_us = run_collective_json("--preset dgx-a100 --gpus 8 --algorithm ring --sizes 64B --protocol Simple")
+                               .at("rows")[0].at("time_us").get<double>();
+  CHECK(simple_us - ll_us == Approx(1e6 * (simple.base_ring_s - ll.base_ring_s + 14 * simple.step_inside_s)).epsilon(0.02));
 }
 
 TEST_CASE("network fidelity: analytic and flow agree within 1 % where nothing shares a link", "[network_model]")
@@ -301,19 +337,20 @@ TEST_CASE("jitter: the same seed gives the same step, another seed another one",
 
 TEST_CASE("stepsim collective: presets, platform files and bad options", "[network_model]")
 {
-  const auto preset = run_collective_json("--preset dgx-h100 --gpus 8 --sizes 1GiB");
+  const auto preset = run_collective_json("--preset dgx-h100 --gpus 8 --sizes 1GiB --algorithm ring --protocol Simple");
   CHECK(preset.at("gpus") == 8);
   CHECK(preset.at("rows")[0].at("busbw_GBps").get<double>() ==
         Approx(450 * load_link_efficiency().nvswitch).epsilon(0.02));
   // A platform file in the preset format gives the same table.
   const std::string file = testing::write_temp_file(
       "platform.json", read_json_file(config_dir() + "/platforms/dgx-h100.json").dump());
-  const auto from_file = run_collective_json("--platform " + file + " --gpus 8 --sizes 1GiB");
+  const auto from_file = run_collective_json("--platform " + file + " --gpus 8 --sizes 1GiB --algorithm ring --protocol Simple");
   CHECK(from_file.at("rows") == preset.at("rows"));
 
   auto [args, message] = GENERATE(table<std::string, std::string>({
       {"--preset dgx-a10", "--preset: unknown platform preset \"dgx-a100\""},
       {"--preset dgx-a100 --network packet", "--network: expected flow or analytic"},
+      {"--preset dgx-a100 --protocol LL64", "--protocol: expected auto, LL, LL128 or Simple"},
       {"--preset dgx-a100 --nodes 0 --platform x.json", "FILE: give exactly one of"},
       {"", "FILE: give exactly one of"},
   }));

@@ -5,6 +5,7 @@
 #include "models/collective.hpp"
 #include "models/device.hpp"
 #include "models/link_calibration.hpp"
+#include "models/protocol.hpp"
 #include "sim/input_error.hpp"
 #include "sim/json_reader.hpp"
 #include "sim/replay.hpp"
@@ -87,10 +88,12 @@ double bus_bandwidth_factor(CollectiveOp op, int n)
   return 1.0;
 }
 
-double time_collective(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op, double bytes,
-                       const std::string& algorithm, bool analytic_network)
+CollectiveTime time_collective(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
+                               double bytes, const std::string& algorithm, bool analytic_network,
+                               const std::string& protocol)
 {
-  const auto& chosen = CollectiveRegistry::get(algorithm, "--algorithm");
+  const CollectiveAlgorithm chosen =
+      with_protocol_choice(collective_choice(algorithm, {}, "--algorithm"), protocol, "--protocol");
   Workload w         = collective_workload(platform, members, op, bytes);
   auto out           = nlohmann::json::parse(run_in_child([&] {
     nlohmann::json result;
@@ -106,7 +109,9 @@ double time_collective(const PlatformSpec& platform, const std::vector<int>& mem
       ReplayOptions options;
       options.analytic_network          = analytic_network;
       options.collective_base_latency_s = links.collective_base_latency_s;
-      result["seconds"] = replay(w, built.gpus, chosen, options).end_s;
+      ReplayResult r    = replay(w, built.gpus, chosen, options);
+      result["seconds"] = r.end_s;
+      result["algorithm"] = r.collective_algorithms[collective_name(op)];
     } catch (const std::exception& e) {
       result["error"] = e.what();
     }
@@ -118,7 +123,7 @@ double time_collective(const PlatformSpec& platform, const std::vector<int>& mem
   if (!std::isfinite(seconds) || seconds <= 0)
     throw std::runtime_error(fmt::format("the {} of {} bytes ended at {} s, which is not a duration",
                                          collective_name(op), bytes, seconds));
-  return seconds;
+  return CollectiveTime{seconds, out["algorithm"].get<std::string>()};
 }
 
 } // namespace stepsim

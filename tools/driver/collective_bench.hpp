@@ -34,8 +34,15 @@ double bus_bandwidth_factor(CollectiveOp op, int n);
 // `op` on `members.size()` members (check with CollectiveAlgorithm::steps first).
 // NCCL's base latency per collective (configs/calibration/links.json) is added as `run` adds it;
 // `analytic_network` times it by its closed form instead of flows (simulation.network_fidelity).
-double time_collective(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op, double bytes,
-                       const std::string& algorithm, bool analytic_network = false);
+// `protocol`: NCCL's protocol, "auto" (the fastest per size, as NCCL's tuner) or one forced.
+// Returns the duration and the algorithm/protocol that ran ("ring/LL", "tree/Simple").
+struct CollectiveTime {
+  double seconds = 0;
+  std::string algorithm;
+};
+CollectiveTime time_collective(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
+                               double bytes, const std::string& algorithm, bool analytic_network = false,
+                               const std::string& protocol = "auto");
 
 // The platform of a preset (configs/platforms/NAME.json) or of a platform file, both
 // {"platform": {...}}, as a scenario whose only job is to carry it (`stepsim collective

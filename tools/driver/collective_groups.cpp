@@ -1,5 +1,7 @@
 #include "tools/driver/collective_groups.hpp"
 
+#include "models/protocol.hpp"
+
 #include "models/device.hpp"
 #include "sim/input_error.hpp"
 
@@ -55,7 +57,9 @@ void describe_groups(Workload& w, const PlatformSpec& platform, const std::vecto
 
 CollectiveAlgorithm scenario_collective_algorithm(const SimulationSpec& s)
 {
-  return collective_choice(s.collective_algorithm, s.collective_algorithm_per_op, "simulation.collective_algorithm");
+  return with_protocol_choice(
+      collective_choice(s.collective_algorithm, s.collective_algorithm_per_op, "simulation.collective_algorithm"),
+      s.nccl_protocol, "simulation.nccl_protocol");
 }
 
 void check_collectives(const Workload& w, const SimulationSpec& s, const CollectiveAlgorithm& algorithm)

@@ -2,6 +2,7 @@
 // and print nccl-tests' table (size, time, algorithm and bus bandwidth), to check the network
 // model against nccl-tests runs on the real machine.
 #include "models/collective.hpp"
+#include "models/protocol.hpp"
 #include "sim/input_error.hpp"
 #include "sim/units.hpp"
 #include "tools/driver/collective_bench.hpp"
@@ -21,7 +22,7 @@ namespace stepsim {
 namespace {
 
 struct CollectiveOptions {
-  std::string file, platform, preset, op = "all_reduce", algorithm, sizes, min = "1MB", max = "1GB", json_out, network;
+  std::string file, platform, preset, op = "all_reduce", algorithm, protocol, sizes, min = "1MB", max = "1GB", json_out, network;
   std::vector<std::string> sets;
   int gpus    = 0;
   int nodes   = 0;
@@ -72,6 +73,9 @@ int run(const CollectiveOptions& o)
     throw InputError({fmt::format("--network: expected flow or analytic, got \"{}\"", network)});
   const std::string algorithm = o.algorithm.empty() ? s.simulation.collective_algorithm : o.algorithm;
   const auto& chosen          = CollectiveRegistry::get(algorithm, "--algorithm");
+  const std::string protocol  = o.protocol.empty() ? s.simulation.nccl_protocol : o.protocol;
+  if (!protocol_named(protocol) && protocol != "auto")
+    throw InputError({fmt::format("--protocol: expected auto, LL, LL128 or Simple, got \"{}\"", protocol)});
   std::vector<int> members    = benchmark_group(s.platform, o.gpus, o.stride);
   const int n                 = static_cast<int>(members.size());
   try { // the node of each member, for algorithms that need it (hierarchical, NVLS)
@@ -87,24 +91,26 @@ int run(const CollectiveOptions& o)
   const double factor             = bus_bandwidth_factor(*op, n);
 
   nlohmann::json doc = {{"op", collective_name(*op)}, {"gpus", n},         {"one_per_node", o.stride},
-                        {"algorithm", algorithm},     {"platform", s.name}, {"network_fidelity", network},
+                        {"algorithm", algorithm},     {"protocol", protocol},
+                        {"platform", s.name},         {"network_fidelity", network},
                         {"busbw_factor", factor},     {"rows", nlohmann::json::array()}};
   const bool table = o.json_out != "-";
   if (table) {
-    fmt::print("# {} of {} GPUs ({}), algorithm {}, {} network, platform of {}\n", collective_name(*op), n,
-               o.stride ? "one per node" : "the first GPUs", algorithm, network, s.name);
+    fmt::print("# {} of {} GPUs ({}), algorithm {}, protocol {}, {} network, platform of {}\n", collective_name(*op),
+               n, o.stride ? "one per node" : "the first GPUs", algorithm, protocol, network, s.name);
     fmt::print("# busbw = algbw x {:.4f} ({})\n", factor, *op == CollectiveOp::AllReduce ? "2(n-1)/n" : "(n-1)/n");
-    fmt::print("{:>14} {:>14} {:>14} {:>13} {:>13}\n", "size (B)", "count (fp32)", "time (us)", "algbw (GB/s)",
-               "busbw (GB/s)");
+    fmt::print("{:>14} {:>14} {:>14} {:>13} {:>13}  {}\n", "size (B)", "count (fp32)", "time (us)", "algbw (GB/s)",
+               "busbw (GB/s)", "algorithm/protocol");
   }
   for (double bytes : sizes) {
-    const double seconds = time_collective(s.platform, members, *op, bytes, algorithm, network == "analytic");
+    const auto timed     = time_collective(s.platform, members, *op, bytes, algorithm, network == "analytic", protocol);
+    const double seconds = timed.seconds;
     const double algbw   = bytes / seconds / 1e9;
     if (table)
-      fmt::print("{:>14.0f} {:>14.0f} {:>14.2f} {:>13.2f} {:>13.2f}\n", bytes, std::floor(bytes / 4), seconds * 1e6,
-                 algbw, algbw * factor);
-    doc["rows"].push_back({{"bytes", bytes}, {"count", std::floor(bytes / 4)}, {"time_us", seconds * 1e6},
-                           {"algbw_GBps", algbw}, {"busbw_GBps", algbw * factor}});
+      fmt::print("{:>14.0f} {:>14.0f} {:>14.2f} {:>13.2f} {:>13.2f}  {}\n", bytes, std::floor(bytes / 4),
+                 seconds * 1e6, algbw, algbw * factor, timed.algorithm);
+    doc["rows"].push_back({{"bytes", bytes},          {"count", std::floor(bytes / 4)}, {"time_us", seconds * 1e6},
+                           {"algbw_GBps", algbw},     {"busbw_GBps", algbw * factor},   {"picked", timed.algorithm}});
   }
   if (o.json_out == "-")
     fmt::print("{}\n", doc.dump(2));
@@ -125,6 +131,7 @@ std::function<int()> setup(CLI::App& sub)
   sub.add_option("--gpus", o->gpus, "group size: the first N GPUs (default all)");
   sub.add_flag("--stride", o->stride, "take the first GPU of each node instead (the inter-node network alone)");
   sub.add_option("--algorithm", o->algorithm, "collective algorithm (default simulation.collective_algorithm)");
+  sub.add_option("--protocol", o->protocol, "NCCL protocol: auto, LL, LL128 or Simple (default simulation.nccl_protocol)");
   sub.add_option("--network", o->network, "flow or analytic (default simulation.network_fidelity)");
   auto* sizes = sub.add_option("--sizes", o->sizes, "comma-separated buffer sizes, e.g. 1MB,16MB,256MB");
   sub.add_option("--min", o->min, "smallest size when doubling (default 1MB, like nccl-tests -b)")->excludes(sizes);

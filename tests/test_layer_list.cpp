@@ -441,11 +441,11 @@ TEST_CASE("layer-list plans that cannot run are input errors naming the path", "
   }
   {
     nlohmann::json bad = doc;
-    bad["model"]["layers"][0]["kernels"] = {{"micro_batch_size", 4}, {"forward", {{{"memory_bytes", 1e6}}}}};
+    bad["model"]["layers"][0]["kernels"] = {{"micro_batch_size", 3}, {"forward", {{{"memory_bytes", 1e6}}}}};
     for (const char* key : {"forward_flops", "backward_flops"})
       bad["model"]["layers"][0].erase(key);
     // Kernel shapes cannot be rescaled to another micro-batch: a sweep over the micro-batch
     // must not silently keep the kernels' own.
-    refused(bad, "model.layers[0].kernels.micro_batch_size", "written for 4 samples");
+    refused(bad, "model.layers[0].kernels.micro_batch_size", "written for 3 samples");
   }
 }

@@ -43,7 +43,7 @@ Workload two_all_reduces(int groups, double bytes)
   const std::vector<std::vector<int>> members = {{0, 2}, {1, 3}};
   for (int g = 0; g < groups; ++g) {
     Group group;
-    group.name  = g == 0 ? "a" : "b";
+    group.name  = std::string(1, static_cast<char>('a' + g));
     group.ranks = members[static_cast<size_t>(g)];
     w.groups.push_back(group);
   }
@@ -111,7 +111,7 @@ TEST_CASE("calibration: stepsim collective reproduces the published nccl-tests a
   for (const auto& c : published.at("cases")) {
     std::string sizes;
     for (const auto& row : c.at("rows"))
-      sizes += (sizes.empty() ? "" : ",") + fmt::format("{:.0f}B", row.at("bytes").get<double>());
+      sizes += fmt::format("{}{:.0f}B", sizes.empty() ? "" : ",", row.at("bytes").get<double>());
     const auto out = run_collective_json(fmt::format("--preset {} --nodes {} --gpus {} --op all_reduce --algorithm {} --sizes {}",
                                                      c.at("preset").get<std::string>(), c.at("nodes").get<int>(),
                                                      c.at("gpus").get<int>(), c.at("algorithm").get<std::string>(),

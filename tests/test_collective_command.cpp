@@ -91,6 +91,19 @@ TEST_CASE("stepsim collective: one GPU per node measures the NICs; sizes double 
   CHECK(again.output == r.output);
 }
 
+TEST_CASE("stepsim collective: without sizes it doubles from 8 B to 8 GiB, as nccl-tests -b 8 -e 8G")
+{
+  auto r = testing::run_stepsim("collective " + dgx_scenario(1) + " --gpus 8 --network analytic");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  auto rows = rows_of(r.output);
+  REQUIRE(rows.size() == 31);
+  CHECK(rows.front().bytes == 8);
+  CHECK(rows.back().bytes == 8.0 * (1 << 30));
+  for (size_t i = 1; i < rows.size(); ++i)
+    CHECK(rows[i].time_us >= rows[i - 1].time_us);
+}
+
 TEST_CASE("stepsim collective: halving_doubling beats the ring on small all-reduces")
 {
   auto ring = rows_of(testing::run_stepsim("collective " + dgx_scenario(2) + " --algorithm ring --sizes 64KB").output);

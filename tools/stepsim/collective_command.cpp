@@ -22,7 +22,7 @@ namespace stepsim {
 namespace {
 
 struct CollectiveOptions {
-  std::string file, platform, preset, op = "all_reduce", algorithm, protocol, sizes, min = "1MB", max = "1GB", json_out, network;
+  std::string file, platform, preset, op = "all_reduce", algorithm, protocol, sizes, min = "8B", max = "8GiB", json_out, network;
   std::vector<std::string> sets;
   int gpus    = 0;
   int nodes   = 0;
@@ -134,8 +134,8 @@ std::function<int()> setup(CLI::App& sub)
   sub.add_option("--protocol", o->protocol, "NCCL protocol: auto, LL, LL128 or Simple (default simulation.nccl_protocol)");
   sub.add_option("--network", o->network, "flow or analytic (default simulation.network_fidelity)");
   auto* sizes = sub.add_option("--sizes", o->sizes, "comma-separated buffer sizes, e.g. 1MB,16MB,256MB");
-  sub.add_option("--min", o->min, "smallest size when doubling (default 1MB, like nccl-tests -b)")->excludes(sizes);
-  sub.add_option("--max", o->max, "largest size when doubling (default 1GB, like nccl-tests -e)")->excludes(sizes);
+  sub.add_option("--min", o->min, "smallest size when doubling (default 8B, like nccl-tests -b 8)")->excludes(sizes);
+  sub.add_option("--max", o->max, "largest size when doubling (default 8GiB, like nccl-tests -e 8G)")->excludes(sizes);
   sub.add_option("--json", o->json_out, "write the rows as JSON to this file (- = standard output, no table)");
   sub.footer("Examples:\n  stepsim collective configs/scenarios/default.json --gpus 8 --sizes 1MB,16MB,256MB\n"
              "  stepsim collective --preset dgx-a100 --nodes 2 --min 8KB --max 1GiB --json rows.json\n"

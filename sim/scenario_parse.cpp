@@ -65,6 +65,9 @@ std::optional<double> default_intra_node_bandwidth(const std::string& type)
 const std::vector<std::string> kArchitectures = {"transformer", "resnet50", "resnet101", "vgg16", "layers"};
 // Per sample: a thousand times a GPT-3 sequence's forward (7e14), and 1 PiB.
 constexpr double kMaxLayerFlops = 1e18;
+// One given kernel covers a micro-batch: a thousand samples at the per-sample bound. Beyond it a
+// step would run for years of simulated time and report zero throughput instead of an error.
+constexpr double kMaxKernelFlops = 1e21;
 constexpr double kMaxLayerBytes = 1LL << 50;
 
 void read_cnn(JsonReader& r, ModelSpec& m)
@@ -126,6 +129,10 @@ std::optional<Kernel> read_kernel(JsonReader& k, const std::string& layer_name, 
     a.reject_unknown_keys();
     out = attention_kernel(name, heads, seq, head_dim, causal, pass != "forward", 1);
   }
+  if (out && out->flops() > kMaxKernelFlops)
+    k.problems().add(k.path(), fmt::format("{:.3g} FLOPs in one kernel is more than the {:.0e} stepsim accepts (a "
+                                           "micro-batch of a thousand samples at 1e18 each)",
+                                           out->flops(), kMaxKernelFlops));
   k.reject_unknown_keys();
   return out;
 }

@@ -205,7 +205,8 @@ struct PlatformSpec {
   std::vector<NodeGroupSpec> node_groups;
   NetworkSpec network;
   // placement.stages: the node group each pipeline stage runs on; empty = ranks fill the groups'
-  // GPUs in order (pipeline outermost, so early stages land on the first group).
+  // GPUs in rank order (under the default rank_order pipeline is outermost, so early stages land
+  // on the first group).
   std::vector<int> stage_groups;
   int total_gpus() const;
 };

@@ -262,7 +262,11 @@ CollectiveAlgorithm collective_choice(const std::string& all, const std::map<std
   for (CollectiveOp op : kOps)
     names += std::string(names.empty() ? "" : ", ") + "\"" + collective_name(op) + "\"";
   std::vector<std::string> problems;
-  for (const auto& [type, name] : per_op) {
+  for (const auto& entry : per_op) {
+    // Named copies, not a structured binding: clang before 16 cannot capture a binding in a
+    // lambda, and `make fuzz` builds with clang.
+    const std::string& type = entry.first;
+    const std::string& name = entry.second;
     const CollectiveOp* op = std::find_if(std::begin(kOps), std::end(kOps),
                                           [&](CollectiveOp o) { return type == collective_name(o); });
     if (op == std::end(kOps)) {

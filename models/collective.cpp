@@ -66,6 +66,19 @@ const CollectiveAlgorithm& concrete_algorithm(const CollectiveAlgorithm& a, Coll
   return a.pick ? a.pick(op, g, bytes) : a;
 }
 
+void follow_pick(CollectiveAlgorithm& c)
+{
+  c.lanes = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes) {
+    return lanes_of(pick(op, g, bytes), op, g, bytes);
+  };
+  c.steps = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes) {
+    return pick(op, g, bytes).steps(op, g, bytes);
+  };
+  c.step = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step) {
+    return pick(op, g, bytes).step(op, g, bytes, lane, member, step);
+  };
+}
+
 int lanes_of(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)
 {
   return a.lanes ? std::max(1, a.lanes(op, g, bytes)) : 1;
@@ -287,15 +300,7 @@ CollectiveAlgorithm collective_choice(const std::string& all, const std::map<std
   c.pick = [chosen](CollectiveOp op, const GroupShape& g, double bytes) -> const CollectiveAlgorithm& {
     return concrete_algorithm(*chosen[static_cast<size_t>(op)], op, g, bytes);
   };
-  c.lanes = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes) {
-    return lanes_of(pick(op, g, bytes), op, g, bytes);
-  };
-  c.steps = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes) {
-    return pick(op, g, bytes).steps(op, g, bytes);
-  };
-  c.step = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step) {
-    return pick(op, g, bytes).step(op, g, bytes, lane, member, step);
-  };
+  follow_pick(c);
   c.candidates = [chosen](CollectiveOp op, const GroupShape& g) {
     const CollectiveAlgorithm* a = chosen[static_cast<size_t>(op)];
     return a->candidates ? a->candidates(op, g) : std::vector<const CollectiveAlgorithm*>{a};

@@ -86,6 +86,9 @@ using CollectiveRegistry = Registry<CollectiveAlgorithm>;
 const CollectiveAlgorithm& concrete_algorithm(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g,
                                               double bytes);
 int lanes_of(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes);
+// For an algorithm that picks another per collective (a per-type choice, a protocol choice): its
+// lanes, steps and step become those of what c.pick returns.
+void follow_pick(CollectiveAlgorithm& c);
 
 // Bytes one member sends / receives in the whole collective (for tests and reports).
 double bytes_sent_per_member(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes,

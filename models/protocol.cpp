@@ -258,15 +258,7 @@ CollectiveAlgorithm with_protocol_choice(const CollectiveAlgorithm& chosen, cons
       algorithms.push_back(&concrete_algorithm(chosen, op, g, bytes));
     return fastest(algorithms, allowed, op, g, bytes);
   };
-  c.lanes = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes) {
-    return lanes_of(pick(op, g, bytes), op, g, bytes);
-  };
-  c.steps = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes) {
-    return pick(op, g, bytes).steps(op, g, bytes);
-  };
-  c.step = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step) {
-    return pick(op, g, bytes).step(op, g, bytes, lane, member, step);
-  };
+  follow_pick(c);
   c.candidates = {};
   return c;
 }

@@ -100,6 +100,22 @@ std::unique_ptr<simgrid::s4u::Engine> start_engine()
   return engine;
 }
 
+NodeGroupSpec nvswitch_nodes(const std::string& gpu, int count, int gpus_per_node, double nvlink_Bps, double nvlink_s,
+                             double nic_Bps, double nic_s)
+{
+  NodeGroupSpec g;
+  g.count                    = count;
+  g.gpu                      = gpu;
+  g.gpus_per_node            = gpus_per_node;
+  g.intra_node.type          = "nvswitch";
+  g.intra_node.bandwidth_Bps = nvlink_Bps;
+  g.intra_node.latency_s     = nvlink_s;
+  g.nic.count                = gpus_per_node;
+  g.nic.bandwidth_Bps        = nic_Bps;
+  g.nic.latency_s            = nic_s;
+  return g;
+}
+
 PlatformSpec single_gpu_nodes(int n, double bandwidth_Bps, double latency_s)
 {
   PlatformSpec spec;

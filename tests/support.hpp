@@ -23,6 +23,9 @@ nlohmann::json small_scenario(int pipeline, int data, int micro_batches);
 std::unique_ptr<simgrid::s4u::Engine> start_engine();
 // n single-GPU nodes (A100) whose NICs have bandwidth B and latency L between them.
 PlatformSpec single_gpu_nodes(int n, double bandwidth_Bps, double latency_s);
+// `count` NVSwitch nodes of `gpus_per_node` GPUs of type `gpu`, one NIC per GPU as on DGX nodes.
+NodeGroupSpec nvswitch_nodes(const std::string& gpu, int count, int gpus_per_node, double nvlink_Bps, double nvlink_s,
+                             double nic_Bps, double nic_s);
 
 // The route from GPU `src` to GPU `dst` as SimGrid resolves it (route_latency_s, links,
 // bottleneck_Bps, summed_latency_s) and the time a Send/Recv pair of `bytes` between them takes

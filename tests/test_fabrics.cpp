@@ -25,17 +25,7 @@ namespace sg4 = simgrid::s4u;
 
 NodeGroupSpec nodes_of(int count, int gpus_per_node, double nvlink_Bps, double nvlink_s, double nic_Bps, double nic_s)
 {
-  NodeGroupSpec g;
-  g.count                    = count;
-  g.gpu                      = "H100-SXM";
-  g.gpus_per_node            = gpus_per_node;
-  g.intra_node.type          = "nvswitch";
-  g.intra_node.bandwidth_Bps = nvlink_Bps;
-  g.intra_node.latency_s     = nvlink_s;
-  g.nic.count                = gpus_per_node;
-  g.nic.bandwidth_Bps        = nic_Bps;
-  g.nic.latency_s            = nic_s;
-  return g;
+  return testing::nvswitch_nodes("H100-SXM", count, gpus_per_node, nvlink_Bps, nvlink_s, nic_Bps, nic_s);
 }
 
 struct Flow {

@@ -22,22 +22,13 @@ namespace {
 
 namespace sg4 = simgrid::s4u;
 
-// Starts the SimGrid engine of a test child (one per process).
+// NVSwitch nodes of A100s on a two-level fat-tree of `leaf_radix` nodes per leaf.
 PlatformSpec cluster(int nodes, int gpus_per_node, double nvlink_Bps, double nvlink_s, double nic_Bps, double nic_s,
                      int leaf_radix, double oversubscription)
 {
   PlatformSpec spec;
-  NodeGroupSpec g;
-  g.count                       = nodes;
-  g.gpu                         = "A100-SXM4-80GB";
-  g.gpus_per_node               = gpus_per_node;
-  g.intra_node.type             = "nvswitch";
-  g.intra_node.bandwidth_Bps    = nvlink_Bps;
-  g.intra_node.latency_s        = nvlink_s;
-  g.nic.count                   = gpus_per_node; // one NIC per GPU, as on DGX nodes
-  g.nic.bandwidth_Bps           = nic_Bps;
-  g.nic.latency_s               = nic_s;
-  spec.node_groups              = {g};
+  spec.node_groups              = {testing::nvswitch_nodes("A100-SXM4-80GB", nodes, gpus_per_node, nvlink_Bps, nvlink_s,
+                                                           nic_Bps, nic_s)};
   spec.network.leaf_radix       = leaf_radix;
   spec.network.oversubscription = oversubscription;
   return spec;

@@ -1,6 +1,6 @@
 #include "models/device.hpp"
 
-#include "sim/json_reader.hpp"
+#include "sim/input/json_reader.hpp"
 
 #include <fmt/format.h>
 

@@ -44,7 +44,7 @@ struct Device {
   double nvlink_bandwidth_Bps = 0; // per direction, all links together
   double host_link_bandwidth_Bps = 0;
   // NVLink SHARP: the NVSwitch of this GPU's nodes reduces in the switch (third-generation
-  // NVSwitch: H100, H200, B200), so NCCL can run all-reduces as NVLS (models/nvls.cpp).
+  // NVSwitch: H100, H200, B200), so NCCL can run all-reduces as NVLS (models/collectives/nvls.cpp).
   bool nvls = false;
   double tdp_w  = 0;
   double idle_w = 0;

@@ -1,7 +1,7 @@
 #include "models/link_calibration.hpp"
 
 #include "models/device.hpp"
-#include "sim/json_reader.hpp"
+#include "sim/input/json_reader.hpp"
 
 #include <filesystem>
 
@@ -48,7 +48,7 @@ LinkEfficiency load_link_efficiency()
     JsonReader protocols = r.object("protocols");
     protocols.raw("description");
     protocols.raw("source");
-    protocols.raw("tree"); // read by models/protocol.cpp
+    protocols.raw("tree"); // read by models/collectives/protocol.cpp
     const char* names[] = {"LL", "LL128", "Simple"};
     for (size_t i = 0; i < e.protocols.size(); ++i) {
       JsonReader p      = protocols.object(names[i], true);

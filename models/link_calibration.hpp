@@ -4,14 +4,14 @@
 // entry per link type with its source; the platform is built with the achieved bandwidths.
 #pragma once
 
-#include "sim/scenario.hpp"
+#include "sim/core/scenario.hpp"
 
 #include <array>
 #include <string>
 
 namespace stepsim {
 
-// What one of NCCL's protocols (LL, LL128, Simple; models/protocol.hpp) costs, from links.json
+// What one of NCCL's protocols (LL, LL128, Simple; models/collectives/protocol.hpp) costs, from links.json
 // "protocols".<name>.
 struct ProtocolCost {
   double wire_factor    = 1; // bytes on the wire per byte of payload

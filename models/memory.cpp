@@ -1,9 +1,9 @@
 #include "models/memory.hpp"
 
-#include "workloads/cnn.hpp"
-#include "workloads/layer_list.hpp"
-#include "workloads/moe.hpp"
-#include "workloads/transformer.hpp"
+#include "workloads/models/cnn.hpp"
+#include "workloads/models/layer_list.hpp"
+#include "workloads/models/moe.hpp"
+#include "workloads/models/transformer.hpp"
 
 #include <algorithm>
 

@@ -5,8 +5,8 @@
 // micro-batches the schedule keeps in flight.
 #pragma once
 
-#include "sim/report.hpp"
-#include "sim/scenario.hpp"
+#include "sim/core/report.hpp"
+#include "sim/core/scenario.hpp"
 
 namespace stepsim {
 

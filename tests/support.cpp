@@ -1,9 +1,9 @@
 #include "support.hpp"
 
-#include "models/collective.hpp"
-#include "models/compute_model.hpp"
-#include "sim/replay.hpp"
-#include "tools/driver/simulate.hpp"
+#include "models/collectives/collective.hpp"
+#include "models/compute/compute_model.hpp"
+#include "sim/engine/replay.hpp"
+#include "sim/simulate.hpp"
 #include "topologies/platform.hpp"
 
 #include <simgrid/s4u.hpp>

@@ -2,7 +2,7 @@
 // process (SimGrid allows one engine per process).
 #pragma once
 
-#include "sim/scenario.hpp"
+#include "sim/core/scenario.hpp"
 
 #include <nlohmann/json.hpp>
 

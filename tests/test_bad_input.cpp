@@ -1,10 +1,10 @@
 // Bad input: a clear message that names the JSON path, exit code 2, never a crash.
 #include "support.hpp"
 
-#include "sim/graph_check.hpp"
-#include "sim/json_reader.hpp"
-#include "sim/units.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/engine/graph_check.hpp"
+#include "sim/input/json_reader.hpp"
+#include "sim/core/units.hpp"
+#include "sim/simulate.hpp"
 #include "workloads/lower.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,15 +1,15 @@
-// The calibration kit's fit (`stepsim calibrate fit`, models/calibration_fit.cpp) on synthetic
+// The calibration kit's fit (`stepsim calibrate fit`, models/compute/calibration_fit.cpp) on synthetic
 // measurements made by the kernel model with known parameters, the shipped calibrations against
 // the single-GPU published runs, and communication/compute interference in the replay.
 #include "support.hpp"
 
-#include "models/calibration_fit.hpp"
-#include "models/collective.hpp"
+#include "models/compute/calibration_fit.hpp"
+#include "models/collectives/collective.hpp"
 #include "models/device.hpp"
-#include "sim/replay.hpp"
+#include "sim/engine/replay.hpp"
 #include "topologies/platform.hpp"
 #include "tools/driver/collective_bench.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 
 #include <simgrid/s4u.hpp>
 

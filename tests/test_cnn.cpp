@@ -2,8 +2,8 @@
 // published figures, the pipeline split, memory and FLOPs in the report, and bad plans.
 #include "support.hpp"
 
-#include "tools/driver/simulate.hpp"
-#include "workloads/cnn.hpp"
+#include "sim/simulate.hpp"
+#include "workloads/models/cnn.hpp"
 #include "workloads/lower.hpp"
 
 #include <catch2/catch.hpp>

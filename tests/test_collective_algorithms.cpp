@@ -3,9 +3,9 @@
 // on an idle fat-tree against the textbook alpha-beta closed forms in latency α and bandwidth B.
 #include "support.hpp"
 
-#include "models/collective.hpp"
-#include "sim/collective_timing.hpp"
-#include "sim/replay.hpp"
+#include "models/collectives/collective.hpp"
+#include "sim/engine/collective_timing.hpp"
+#include "sim/engine/replay.hpp"
 #include "topologies/platform.hpp"
 #include "tools/driver/collective_bench.hpp"
 
@@ -319,7 +319,7 @@ TEST_CASE("replayed collectives take their textbook time on an idle fat-tree")
   };
   // Pipelined chain over n-1 hops in C chunks: (C + n - 2) chunk times.
   const double C  = pipeline_chunks(S);
-  // A tree's half in NCCL's tree chunks (models/tree.cpp): its all-reduce takes 2 (chunks + 1)
+  // A tree's half in NCCL's tree chunks (models/collectives/tree.cpp): its all-reduce takes 2 (chunks + 1)
   // steps; NCCL's btree over 2^L nodes has height L.
   const double Ct = CollectiveRegistry::get("tree", "test").steps(CollectiveOp::AllReduce, group_shape(n), S) / 2 - 1;
   const Case cases[] = {

@@ -2,8 +2,8 @@
 // member simulated and with one representative standing for the rest.
 #include "support.hpp"
 
-#include "models/collective.hpp"
-#include "sim/replay.hpp"
+#include "models/collectives/collective.hpp"
+#include "sim/engine/replay.hpp"
 #include "topologies/platform.hpp"
 #include "tools/driver/collective_bench.hpp"
 

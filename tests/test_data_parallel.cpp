@@ -1,14 +1,14 @@
-// The data-parallel family (workloads/data_parallel.hpp): the bytes each plan's collectives move
+// The data-parallel family (workloads/parallel/data_parallel.hpp): the bytes each plan's collectives move
 // per rank against their closed forms, measured on the lowered graphs and on the links of a
 // replayed step; ZeRO-3 / FSDP's prefetch and resharding, FCDP's host cache and ZeRO-Offload's
 // CPU optimizer in simulated steps.
 #include "support.hpp"
 
-#include "models/collective.hpp"
+#include "models/collectives/collective.hpp"
 #include "models/memory.hpp"
-#include "sim/timeline.hpp"
-#include "tools/driver/simulate.hpp"
-#include "workloads/data_parallel.hpp"
+#include "sim/output/timeline.hpp"
+#include "sim/simulate.hpp"
+#include "workloads/parallel/data_parallel.hpp"
 #include "workloads/lower.hpp"
 
 #include <catch2/catch.hpp>

@@ -4,12 +4,12 @@
 // rail spine or the air, and that presets expand as documented.
 #include "support.hpp"
 
-#include "sim/input_error.hpp"
-#include "sim/json_reader.hpp"
-#include "sim/link_bandwidth.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/input/json_reader.hpp"
+#include "sim/core/link_bandwidth.hpp"
 #include "topologies/platform.hpp"
 #include "topologies/preset.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 
 #include <simgrid/s4u.hpp>
 

@@ -2,7 +2,7 @@
 // scenarios small enough to run in full.
 #include "support.hpp"
 
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 
 #include <catch2/catch.hpp>
 

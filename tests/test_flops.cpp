@@ -1,8 +1,8 @@
 #include "support.hpp"
 
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 #include "workloads/lower.hpp"
-#include "workloads/transformer.hpp"
+#include "workloads/models/transformer.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -2,9 +2,9 @@
 // its own device, and parallelism.stage_layers "auto" balancing layers by device speed.
 #include "support.hpp"
 
-#include "sim/input_error.hpp"
-#include "tools/driver/placement.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/core/input_error.hpp"
+#include "topologies/placement.hpp"
+#include "sim/simulate.hpp"
 
 #include <catch2/catch.hpp>
 

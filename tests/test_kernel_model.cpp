@@ -1,6 +1,6 @@
-// The shape-aware kernel model (models/kernel_model.cpp): a GEMM never gets faster when it grows,
+// The shape-aware kernel model (models/compute/kernel_model.cpp): a GEMM never gets faster when it grows,
 // and it costs a whole extra wave when its tiles no longer fit the device's SMs at once.
-#include "models/compute_model.hpp"
+#include "models/compute/compute_model.hpp"
 #include "models/device.hpp"
 #include "support.hpp"
 

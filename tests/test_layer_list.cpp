@@ -5,11 +5,11 @@
 // take runs; bad plans are input errors naming the path.
 #include "support.hpp"
 
-#include "tools/driver/simulate.hpp"
-#include "workloads/cnn.hpp"
-#include "workloads/layer_list.hpp"
+#include "sim/simulate.hpp"
+#include "workloads/models/cnn.hpp"
+#include "workloads/models/layer_list.hpp"
 #include "workloads/lower.hpp"
-#include "workloads/transformer.hpp"
+#include "workloads/models/transformer.hpp"
 
 #include <catch2/catch.hpp>
 

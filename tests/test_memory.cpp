@@ -5,7 +5,7 @@
 #include "support.hpp"
 
 #include "models/memory.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -3,14 +3,14 @@
 // Mixtral's parameter count, MoE model FLOPs, and step time against the context degree.
 #include "support.hpp"
 
-#include "models/collective.hpp"
+#include "models/collectives/collective.hpp"
 #include "models/memory.hpp"
-#include "sim/input_error.hpp"
-#include "tools/driver/simulate.hpp"
-#include "workloads/context_parallel.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/simulate.hpp"
+#include "workloads/parallel/context_parallel.hpp"
 #include "workloads/lower.hpp"
-#include "workloads/moe.hpp"
-#include "workloads/transformer.hpp"
+#include "workloads/models/moe.hpp"
+#include "workloads/models/transformer.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -2,15 +2,15 @@
 // link sharing, per-link utilisation, and the straggler knobs.
 #include "support.hpp"
 
-#include "models/collective.hpp"
+#include "models/collectives/collective.hpp"
 #include "models/device.hpp"
 #include "models/link_calibration.hpp"
-#include "models/protocol.hpp"
-#include "sim/json_reader.hpp"
-#include "sim/link_slowdown.hpp"
-#include "sim/replay.hpp"
+#include "models/collectives/protocol.hpp"
+#include "sim/input/json_reader.hpp"
+#include "sim/engine/link_slowdown.hpp"
+#include "sim/engine/replay.hpp"
 #include "tools/driver/collective_bench.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 #include "topologies/platform.hpp"
 
 #include <catch2/catch.hpp>

@@ -4,10 +4,10 @@
 // NVSwitch node, the CPU host, the chiplet example scenario and `stepsim platform`.
 #include "support.hpp"
 
-#include "models/collective.hpp"
-#include "sim/input_error.hpp"
-#include "sim/replay.hpp"
-#include "topologies/node_type.hpp"
+#include "models/collectives/collective.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/engine/replay.hpp"
+#include "topologies/nodes/node_type.hpp"
 #include "topologies/platform.hpp"
 #include "tools/driver/collective_bench.hpp"
 

@@ -1,8 +1,8 @@
 // The outputs of `stepsim run` besides the table: CSV, Chrome/Perfetto trace and Gantt SVG.
 #include "support.hpp"
 
-#include "sim/report_csv.hpp"
-#include "sim/timeline.hpp"
+#include "sim/output/report_csv.hpp"
+#include "sim/output/timeline.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -2,7 +2,7 @@
 // partly hidden; with nothing to overlap with, all of it is exposed.
 #include "support.hpp"
 
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 
 #include <catch2/catch.hpp>
 

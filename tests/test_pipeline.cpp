@@ -2,9 +2,9 @@
 // textbook (p-1)/(m+p-1) with uniform stages and free communication.
 #include "support.hpp"
 
-#include "models/compute_model.hpp"
-#include "tools/driver/simulate.hpp"
-#include "workloads/schedule.hpp"
+#include "models/compute/compute_model.hpp"
+#include "sim/simulate.hpp"
+#include "workloads/schedules/schedule.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -3,8 +3,8 @@
 // oversubscribed fat-tree causes when its uplinks are the bottleneck. Also `stepsim platform`.
 #include "support.hpp"
 
-#include "models/collective.hpp"
-#include "sim/replay.hpp"
+#include "models/collectives/collective.hpp"
+#include "sim/engine/replay.hpp"
 #include "topologies/platform.hpp"
 #include "tools/driver/collective_bench.hpp"
 

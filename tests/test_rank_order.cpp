@@ -1,17 +1,17 @@
-// parallelism.rank_order (sim/rank_order.hpp): the groups the lowering forms under orders other
+// parallelism.rank_order (sim/core/rank_order.hpp): the groups the lowering forms under orders other
 // than Megatron's default, checked against hand-written tables; an order that spreads tensor
 // groups over nodes costs time; the expert layers' numbering; ZeRO-3 gathers and reduce-scatters
 // the experts over their expert-data group.
 #include "support.hpp"
 
-#include "models/collective.hpp"
-#include "sim/input_error.hpp"
-#include "sim/rank_order.hpp"
-#include "tools/driver/placement.hpp"
-#include "tools/driver/simulate.hpp"
-#include "workloads/layout.hpp"
+#include "models/collectives/collective.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/core/rank_order.hpp"
+#include "topologies/placement.hpp"
+#include "sim/simulate.hpp"
+#include "workloads/parallel/layout.hpp"
 #include "workloads/lower.hpp"
-#include "workloads/moe.hpp"
+#include "workloads/models/moe.hpp"
 
 #include <catch2/catch.hpp>
 

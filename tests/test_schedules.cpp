@@ -4,12 +4,12 @@
 // PipeDream's steady state included.
 #include "support.hpp"
 
-#include "models/compute_model.hpp"
+#include "models/compute/compute_model.hpp"
 #include "models/memory.hpp"
-#include "sim/input_error.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/simulate.hpp"
 #include "workloads/lower.hpp"
-#include "workloads/schedule.hpp"
+#include "workloads/schedules/schedule.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
 #include "topologies/platform.hpp"
 
-#include "sim/task_graph.hpp"
-#include "topologies/node_type.hpp"
+#include "sim/core/task_graph.hpp"
+#include "topologies/nodes/node_type.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -45,7 +45,7 @@ void build_node(sg4::NetZone* parent, const NodeGroupSpec& g, const NodeType& ty
   // Where routes between GPUs cross other GPUs, every GPU of the node is built.
   auto built = [&](int local) { return type.builds_every_gpu || used(local); };
 
-  // Explicit routes (a Full zone): see topologies/node_type.hpp for why not shortest paths.
+  // Explicit routes (a Full zone): see topologies/nodes/node_type.hpp for why not shortest paths.
   NodeBuild b;
   b.zone = sg4::create_full_zone(fmt::format("node{}", node));
   if (parent != nullptr) // a one-node platform is the node's zone alone

@@ -1,5 +1,5 @@
 // Builds the SimGrid platform of a scenario inside the running SimGrid engine: one host per GPU,
-// the links of each node (its node type, topologies/node_type.hpp: NVSwitch, DGX-1 cube-mesh, PCIe
+// the links of each node (its node type, topologies/nodes/node_type.hpp: NVSwitch, DGX-1 cube-mesh, PCIe
 // switches, chiplet mesh...; and its CPU host "nodeN-cpu") and of the cluster fabric.
 //
 // The platform is a hierarchy of SimGrid zones, so that routing stays cheap at 16,384 GPUs: each
@@ -15,8 +15,8 @@
 //                                                          fat_tree.cpp), `stepsim list` names them
 #pragma once
 
-#include "sim/registry.hpp"
-#include "sim/scenario.hpp"
+#include "sim/core/registry.hpp"
+#include "sim/core/scenario.hpp"
 
 #include <functional>
 #include <string>

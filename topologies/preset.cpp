@@ -1,8 +1,8 @@
 #include "topologies/preset.hpp"
 
 #include "models/device.hpp"
-#include "sim/input_error.hpp"
-#include "sim/json_reader.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/input/json_reader.hpp"
 
 #include <fmt/format.h>
 

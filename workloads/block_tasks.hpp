@@ -4,7 +4,7 @@
 // call adds one task after `after` (ProgramBuilder::kNone = no extra dependency) on its stream.
 #pragma once
 
-#include "sim/task_graph.hpp"
+#include "sim/core/task_graph.hpp"
 
 namespace stepsim {
 

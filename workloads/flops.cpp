@@ -1,7 +1,7 @@
-#include "workloads/cnn.hpp"
-#include "workloads/layer_list.hpp"
+#include "workloads/models/cnn.hpp"
+#include "workloads/models/layer_list.hpp"
 #include "workloads/lower.hpp"
-#include "workloads/moe.hpp"
+#include "workloads/models/moe.hpp"
 
 namespace stepsim {
 

@@ -1,13 +1,13 @@
 #include "workloads/lower.hpp"
 
 #include "workloads/block_tasks.hpp"
-#include "workloads/cnn.hpp"
-#include "workloads/context_parallel.hpp"
-#include "workloads/data_parallel.hpp"
-#include "workloads/layout.hpp"
-#include "workloads/moe.hpp"
-#include "workloads/schedule.hpp"
-#include "workloads/transformer.hpp"
+#include "workloads/models/cnn.hpp"
+#include "workloads/parallel/context_parallel.hpp"
+#include "workloads/parallel/data_parallel.hpp"
+#include "workloads/parallel/layout.hpp"
+#include "workloads/models/moe.hpp"
+#include "workloads/schedules/schedule.hpp"
+#include "workloads/models/transformer.hpp"
 
 #include <fmt/format.h>
 
@@ -36,8 +36,8 @@ struct Layer {
 };
 
 // Blocks whose lowering is more than one compute task between tensor-parallel collectives, keyed
-// by the work that stands for them: context-parallel ring attention (workloads/context_parallel.hpp,
-// inside the tensor collectives) and a MoE layer (workloads/moe.hpp, with its own).
+// by the work that stands for them: context-parallel ring attention (workloads/parallel/context_parallel.hpp,
+// inside the tensor collectives) and a MoE layer (workloads/models/moe.hpp, with its own).
 enum class BlockKind : uint8_t { Dense, RingForward, RingBackward, RingBackwardInput, MoeForward, MoeBackward, MoeBackwardInput };
 
 struct VirtualStage {
@@ -299,7 +299,7 @@ private:
     }
     if (!is_moe(s_.model) || is_cnn(s_.model))
       return;
-    // Expert layers number the ranks their own way (workloads/layout.hpp): their groups are named
+    // Expert layers number the ranks their own way (workloads/parallel/layout.hpp): their groups are named
     // by the expert coordinates.
     const int ep         = s_.parallelism.expert;
     const int rank       = layout_.rank_of(coord_);
@@ -438,7 +438,7 @@ private:
     return s_.model.tied_embeddings ? 0.0 : double(s_.model.vocab_size) * s_.model.hidden_size / layout_.tensor;
   }
 
-  // --- data parallelism (workloads/data_parallel.hpp) -------------------------------------
+  // --- data parallelism (workloads/parallel/data_parallel.hpp) -------------------------------------
   // Each layer is a unit whose parameters ZeRO-3 / FSDP gathers, listed in the pass's order: its
   // dense parameters over the data-parallel group, or (`experts`) its experts' over their
   // expert-data-parallel group.
@@ -571,7 +571,7 @@ private:
   MoeBlock moe_;
   ExpertGradients experts_{s_};
   // ZeRO-3 / FSDP with MoE: the experts are sharded over their expert-data-parallel group and
-  // gathered per unit like the dense parameters (workloads/data_parallel.hpp), not kept whole.
+  // gathered per unit like the dense parameters (workloads/parallel/data_parallel.hpp), not kept whole.
   bool experts_sharded_  = is_moe(s_.model) && !is_cnn(s_.model) && s_.parallelism.zero_stage >= 3;
   int expert_data_group_ = -1;
   DataParallelLowering expert_dp_{s_, w_.works, layout_.experts().size(Axis::Data), "expert_optimizer"};

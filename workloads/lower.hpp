@@ -3,8 +3,8 @@
 // context and data index 0); full fidelity lowers every rank. Durations are not set here.
 #pragma once
 
-#include "sim/scenario.hpp"
-#include "sim/task_graph.hpp"
+#include "sim/core/scenario.hpp"
+#include "sim/core/task_graph.hpp"
 
 namespace stepsim {
 

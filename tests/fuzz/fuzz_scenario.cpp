@@ -3,9 +3,9 @@
 // Bad input must end as an InputError; anything else that escapes (another exception, a crash, a
 // sanitizer report, a non-finite figure, a graph that would deadlock) is a finding.
 // Build and run: `make fuzz` (FUZZ_SECONDS=60 by default).
-#include "sim/graph_check.hpp"
-#include "sim/json_reader.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/engine/graph_check.hpp"
+#include "sim/input/json_reader.hpp"
+#include "sim/simulate.hpp"
 #include "workloads/lower.hpp"
 
 #include <cmath>

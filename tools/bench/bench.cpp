@@ -5,7 +5,7 @@
 //
 //   make bench        (Release build; run on an otherwise idle machine)
 #include "tools/driver/process_pool.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 #include "tools/driver/sweep.hpp"
 
 #include <CLI/CLI.hpp>

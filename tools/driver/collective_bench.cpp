@@ -1,16 +1,16 @@
 #include "tools/driver/collective_bench.hpp"
 
-#include "tools/driver/collective_groups.hpp"
+#include "topologies/collective_groups.hpp"
 
-#include "models/collective.hpp"
+#include "models/collectives/collective.hpp"
 #include "models/device.hpp"
 #include "models/link_calibration.hpp"
-#include "models/protocol.hpp"
-#include "sim/input_error.hpp"
-#include "sim/json_reader.hpp"
-#include "sim/replay.hpp"
+#include "models/collectives/protocol.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/input/json_reader.hpp"
+#include "sim/engine/replay.hpp"
 #include "topologies/platform.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
@@ -71,7 +71,7 @@ Workload collective_workload(const PlatformSpec& platform, const std::vector<int
     ProgramBuilder b(w.ranks.back());
     b.add(collective_task(Stream::Data, op, 0, bytes));
   }
-  describe_groups(w, platform, {}, 0); // which members share a node, NVLS (tools/driver/collective_groups.hpp)
+  describe_groups(w, platform, {}, 0); // which members share a node, NVLS (topologies/collective_groups.hpp)
   return w;
 }
 

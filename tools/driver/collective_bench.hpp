@@ -3,8 +3,8 @@
 // link is shared) and the time is the last member's end. Used by `stepsim collective`.
 #pragma once
 
-#include "sim/scenario.hpp"
-#include "sim/task_graph.hpp"
+#include "sim/core/scenario.hpp"
+#include "sim/core/task_graph.hpp"
 
 #include <optional>
 #include <string>

@@ -1,13 +1,13 @@
 #include "tools/driver/plan.hpp"
 
-#include "models/compute_model.hpp"
+#include "models/compute/compute_model.hpp"
 #include "models/device.hpp"
-#include "sim/input_error.hpp"
-#include "sim/json_reader.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/input/json_reader.hpp"
 #include "tools/driver/process_pool.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 #include "topologies/preset.hpp"
-#include "workloads/transformer.hpp"
+#include "workloads/models/transformer.hpp"
 
 #include <fmt/format.h>
 

@@ -7,8 +7,8 @@
 // With simulate = 0 every valid candidate is simulated, which is how the pruning is checked.
 #pragma once
 
-#include "sim/report.hpp"
-#include "sim/scenario.hpp"
+#include "sim/core/report.hpp"
+#include "sim/core/scenario.hpp"
 
 #include <nlohmann/json.hpp>
 

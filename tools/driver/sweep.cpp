@@ -1,9 +1,9 @@
 #include "tools/driver/sweep.hpp"
 
-#include "sim/input_error.hpp"
-#include "sim/json_reader.hpp"
-#include "sim/report_csv.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/input/json_reader.hpp"
+#include "sim/output/report_csv.hpp"
+#include "sim/simulate.hpp"
 
 #include <fmt/format.h>
 

@@ -4,8 +4,8 @@
 // second. Prints a table, the mean absolute percentage error and the worst case; writes the same
 // as Markdown (for the README) or JSON (for tests and plots).
 #include "models/device.hpp"
-#include "sim/json_reader.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/input/json_reader.hpp"
+#include "sim/simulate.hpp"
 #include "tools/stepsim/command.hpp"
 
 #include <fmt/format.h>

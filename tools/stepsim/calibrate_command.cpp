@@ -3,9 +3,9 @@
 // (tools/calibrate/calibrate.py) and writes the device's calibration, which every scenario on that
 // device then uses. `stepsim calibrate synth --device NAME -o FILE`: a measurement file made by
 // the model itself with known parameters and fixed-seed noise, to check the fit.
-#include "models/calibration_fit.hpp"
+#include "models/compute/calibration_fit.hpp"
 #include "models/device.hpp"
-#include "sim/input_error.hpp"
+#include "sim/core/input_error.hpp"
 #include "tools/stepsim/command.hpp"
 
 #include <fmt/format.h>

@@ -10,8 +10,8 @@
 //                      "set": { "parallelism.schedule": "gpipe" },      (optional)
 //                      "tolerance": 0.05,                                (optional, per entry)
 //                      "expected_tokens_per_s": 124080 } ] }
-#include "sim/json_reader.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/input/json_reader.hpp"
+#include "sim/simulate.hpp"
 #include "tools/stepsim/command.hpp"
 
 #include <fmt/format.h>

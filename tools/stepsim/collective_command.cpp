@@ -1,12 +1,12 @@
 // `stepsim collective FILE`: time one collective alone on the scenario's platform, size by size,
 // and print nccl-tests' table (size, time, algorithm and bus bandwidth), to check the network
 // model against nccl-tests runs on the real machine.
-#include "models/collective.hpp"
-#include "models/protocol.hpp"
-#include "sim/input_error.hpp"
-#include "sim/units.hpp"
+#include "models/collectives/collective.hpp"
+#include "models/collectives/protocol.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/core/units.hpp"
 #include "tools/driver/collective_bench.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 #include "tools/stepsim/command.hpp"
 
 #include <fmt/format.h>

@@ -4,7 +4,7 @@
 // failed or a check found a regression, 2 bad input (InputError).
 #pragma once
 
-#include "sim/registry.hpp"
+#include "sim/core/registry.hpp"
 
 #include <CLI/CLI.hpp>
 

@@ -1,12 +1,12 @@
 // `stepsim graph FILE [--rank R] --dot OUT | --json OUT`: the task graph one rank runs, with the
 // seconds the cost model gives each compute task, for Graphviz or for scripts. "-" writes to
 // standard output.
-#include "models/compute_model.hpp"
+#include "models/compute/compute_model.hpp"
 #include "models/device.hpp"
-#include "sim/input_error.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/simulate.hpp"
 #include "tools/stepsim/command.hpp"
-#include "workloads/layout.hpp"
+#include "workloads/parallel/layout.hpp"
 #include "workloads/lower.hpp"
 
 #include <boost/graph/graphviz.hpp>

@@ -1,11 +1,11 @@
 // `stepsim list` and `stepsim devices`: what the registries and the device catalogue hold.
-#include "models/collective.hpp"
-#include "models/compute_model.hpp"
+#include "models/collectives/collective.hpp"
+#include "models/compute/compute_model.hpp"
 #include "models/device.hpp"
-#include "topologies/node_type.hpp"
+#include "topologies/nodes/node_type.hpp"
 #include "topologies/platform.hpp"
 #include "tools/stepsim/command.hpp"
-#include "workloads/schedule.hpp"
+#include "workloads/schedules/schedule.hpp"
 
 #include <fmt/format.h>
 

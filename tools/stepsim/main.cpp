@@ -2,7 +2,7 @@
 // Exit codes: 0 success, 1 simulation failure or regression, 2 bad input.
 #include "tools/stepsim/command.hpp"
 
-#include "sim/input_error.hpp"
+#include "sim/core/input_error.hpp"
 
 #include <fmt/format.h>
 

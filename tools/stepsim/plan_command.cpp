@@ -1,6 +1,6 @@
 // `stepsim plan FILE`: the best parallel configurations of a model on a platform (see
 // tools/driver/plan.hpp).
-#include "sim/json_reader.hpp"
+#include "sim/input/json_reader.hpp"
 #include "tools/driver/plan.hpp"
 #include "tools/stepsim/command.hpp"
 

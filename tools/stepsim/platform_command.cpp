@@ -5,10 +5,10 @@
 // Everything printed is read back from the built SimGrid platform (Engine::get_all_links,
 // Host::route_to), not recomputed from the scenario, so it shows what the simulation will use.
 #include "models/link_calibration.hpp"
-#include "sim/input_error.hpp"
-#include "sim/link_bandwidth.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/core/link_bandwidth.hpp"
 #include "topologies/platform.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/simulate.hpp"
 #include "tools/stepsim/command.hpp"
 
 #include <simgrid/s4u.hpp>

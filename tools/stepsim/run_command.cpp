@@ -1,8 +1,8 @@
 // `stepsim run FILE`: simulate one training step and print its report.
-#include "sim/gantt_svg.hpp"
-#include "sim/report_csv.hpp"
-#include "sim/trace.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/output/gantt_svg.hpp"
+#include "sim/output/report_csv.hpp"
+#include "sim/output/trace.hpp"
+#include "sim/simulate.hpp"
 #include "tools/stepsim/command.hpp"
 
 #include <fmt/format.h>

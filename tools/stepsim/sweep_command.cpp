@@ -4,7 +4,7 @@
 // Completed points are appended to PREFIX.jsonl.partial as they finish, so an interrupted sweep
 // resumes where it stopped; the final PREFIX.csv and PREFIX.jsonl are written in point order
 // once every point is done, identical whatever -j and however the points were sharded.
-#include "sim/input_error.hpp"
+#include "sim/core/input_error.hpp"
 #include "tools/driver/process_pool.hpp"
 #include "tools/driver/sweep.hpp"
 #include "tools/stepsim/command.hpp"

@@ -2,9 +2,9 @@
 // A sweep file (one with "grid" or "zip") is checked as a file, then every point is checked as a
 // scenario: points that do not divide or do not fit are allowed in a sweep (they become rows
 // with their reason), so they are summarised, not failed.
-#include "sim/input_error.hpp"
-#include "sim/json_reader.hpp"
-#include "tools/driver/simulate.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/input/json_reader.hpp"
+#include "sim/simulate.hpp"
 #include "tools/driver/sweep.hpp"
 #include "tools/stepsim/command.hpp"
 

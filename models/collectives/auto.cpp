@@ -1,0 +1,86 @@
+// "auto": the algorithm NCCL's tuner would pick (src/graph/tuning.cc): it models every algorithm's
+// time for the message as latency + size / bandwidth on the group's topology and takes the
+// fastest. Here the candidates are NCCL's for each type: all-reduce ring or tree across nodes
+// (tree wins on latency-bound messages, ring on large ones), ring or NVLS inside an NVSwitch
+// node that reduces in the switch, ring alone inside other nodes (NCCL's tree is a chain there);
+// all-gather and reduce-scatter ring; all-to-all direct (NCCL runs it as point-to-point sends);
+// broadcast and reduce ring. Each candidate is timed by uncontended_seconds on the paths the
+// engine measured for the group (one inside a node, one between nodes). Deterministic: ties go to
+// the first candidate.
+#include "models/collectives/collective.hpp"
+
+#include <limits>
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace stepsim {
+namespace {
+
+std::vector<const char*> candidates(CollectiveOp op, const GroupShape& g)
+{
+  switch (op) {
+  case CollectiveOp::AllReduce:
+    if (g.nodes() > 1)
+      return {"ring", "tree"};
+    if (g.in_switch_reduction)
+      return {"ring", "nvls"};
+    return {"ring"};
+  case CollectiveOp::AllToAll: return {"direct"};
+  default: return {"ring"};
+  }
+}
+
+using Key = std::tuple<int, int, int, int, bool, int, double, double, double, double, double>;
+
+const CollectiveAlgorithm& auto_pick(CollectiveOp op, const GroupShape& g, double bytes)
+{
+  static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key
+  const auto names = candidates(op, g);
+  if (names.size() == 1 || g.n <= 1)
+    return CollectiveRegistry::get(names[0], "simulation.collective_algorithm");
+  Key key{static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction, g.channels,
+          g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes};
+  auto [it, fresh] = cache.try_emplace(key, nullptr);
+  if (!fresh)
+    return *it->second;
+  auto path = [&g](int a, int b) {
+    return g.node_of_member[static_cast<size_t>(a)] == g.node_of_member[static_cast<size_t>(b)] ? g.intra : g.inter;
+  };
+  double best = std::numeric_limits<double>::infinity();
+  for (const char* name : names) {
+    const auto& a  = CollectiveRegistry::get(name, "simulation.collective_algorithm");
+    const double t = uncontended_seconds(a, op, g, bytes, path);
+    if (t < best) {
+      best       = t;
+      it->second = &a;
+    }
+  }
+  return *it->second;
+}
+
+CollectiveAlgorithm make_auto()
+{
+  CollectiveAlgorithm a;
+  a.name  = "auto";
+  a.pick  = auto_pick;
+  a.lanes = [](CollectiveOp op, const GroupShape& g, double bytes) { return lanes_of(auto_pick(op, g, bytes), op, g, bytes); };
+  a.steps = [](CollectiveOp op, const GroupShape& g, double bytes) { return auto_pick(op, g, bytes).steps(op, g, bytes); };
+  a.step  = [](CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step) {
+    return auto_pick(op, g, bytes).step(op, g, bytes, lane, member, step);
+  };
+  a.candidates = [](CollectiveOp op, const GroupShape& g) {
+    std::vector<const CollectiveAlgorithm*> out;
+    for (const char* name : candidates(op, g))
+      out.push_back(&CollectiveRegistry::get(name, "simulation.collective_algorithm"));
+    return out;
+  };
+  return a;
+}
+
+const bool registered = CollectiveRegistry::add(
+    "auto", "NCCL's tuner: per collective the fastest of its candidates (ring, tree, nvls, direct) on the group's paths",
+    make_auto());
+
+} // namespace
+} // namespace stepsim

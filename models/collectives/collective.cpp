@@ -1,0 +1,311 @@
+#include "models/collectives/collective.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cmath>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace stepsim {
+
+GroupShape group_shape(int n)
+{
+  std::vector<int> node(static_cast<size_t>(std::max(n, 0)));
+  for (int m = 0; m < n; ++m)
+    node[static_cast<size_t>(m)] = m;
+  return group_shape(node);
+}
+
+GroupShape group_shape(const std::vector<int>& node, bool in_switch_reduction, int channels)
+{
+  GroupShape g;
+  g.n = static_cast<int>(node.size());
+  g.in_switch_reduction = in_switch_reduction;
+  g.channels            = channels;
+  std::unordered_map<int, int> index; // node id -> its position in order of first appearance
+  for (int m = 0; m < g.n; ++m) {
+    auto [it, fresh] = index.try_emplace(node[static_cast<size_t>(m)], static_cast<int>(g.node_members.size()));
+    if (fresh)
+      g.node_members.emplace_back();
+    auto& members = g.node_members[static_cast<size_t>(it->second)];
+    g.node_of_member.push_back(it->second);
+    g.local_rank.push_back(static_cast<int>(members.size()));
+    members.push_back(m);
+  }
+  g.per_node = g.node_members.empty() ? 0 : static_cast<int>(g.node_members[0].size());
+  for (const auto& members : g.node_members)
+    if (static_cast<int>(members.size()) != g.per_node)
+      g.per_node = 0;
+  return g;
+}
+
+GroupShape group_shape(const Group& group, const std::function<PathCost(int, int)>& path)
+{
+  const int n = static_cast<int>(group.ranks.size());
+  GroupShape g = group.node_of_member.size() == group.ranks.size()
+                     ? group_shape(group.node_of_member, group.in_switch_reduction, group.channels)
+                     : group_shape(n);
+  if (group.node_of_member.size() != group.ranks.size()) {
+    g.in_switch_reduction = group.in_switch_reduction;
+    g.channels            = group.channels;
+  }
+  if (path && n > 1) {
+    for (const auto& members : g.node_members)
+      if (members.size() > 1 && g.intra.bandwidth_Bps <= 0)
+        g.intra = path(members[0], members[1]);
+    if (g.nodes() > 1)
+      g.inter = path(g.node_members[0][0], g.node_members[1][0]);
+  }
+  return g;
+}
+
+const CollectiveAlgorithm& concrete_algorithm(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g,
+                                              double bytes)
+{
+  return a.pick ? a.pick(op, g, bytes) : a;
+}
+
+void follow_pick(CollectiveAlgorithm& c)
+{
+  c.lanes = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes) {
+    return lanes_of(pick(op, g, bytes), op, g, bytes);
+  };
+  c.steps = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes) {
+    return pick(op, g, bytes).steps(op, g, bytes);
+  };
+  c.step = [pick = c.pick](CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step) {
+    return pick(op, g, bytes).step(op, g, bytes, lane, member, step);
+  };
+}
+
+int lanes_of(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)
+{
+  return a.lanes ? std::max(1, a.lanes(op, g, bytes)) : 1;
+}
+
+namespace {
+
+double bytes_moved(const CollectiveAlgorithm& a0, CollectiveOp op, const GroupShape& g, double bytes, int member,
+                   bool sent)
+{
+  const auto& a   = concrete_algorithm(a0, op, g, bytes);
+  const int lanes = lanes_of(a, op, g, bytes);
+  const int steps = a.steps(op, g, bytes);
+  double total    = 0;
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int k = 0; k < steps; ++k) {
+      CollectiveStep s = a.step(op, g, bytes, lane, member, k);
+      if (sent) {
+        total += s.sends * s.bytes;
+        continue;
+      }
+      // What arrives is what the peers send: find each receive's matching send by its bytes.
+      for (int r = 0; r < s.recvs; ++r) {
+        // The i-th receive from a peer is the i-th send of that peer to this member.
+        int index = 0;
+        for (int j = 0; j < k; ++j) {
+          CollectiveStep earlier = a.step(op, g, bytes, lane, member, j);
+          for (int q = 0; q < earlier.recvs; ++q)
+            index += earlier.recv_from[static_cast<size_t>(q)] == s.recv_from[static_cast<size_t>(r)] ? 1 : 0;
+        }
+        for (int q = 0; q < r; ++q)
+          index += s.recv_from[static_cast<size_t>(q)] == s.recv_from[static_cast<size_t>(r)] ? 1 : 0;
+        const int peer = s.recv_from[static_cast<size_t>(r)];
+        for (int j = 0, seen = 0; j < steps; ++j) {
+          CollectiveStep ps = a.step(op, g, bytes, lane, peer, j);
+          bool found        = false;
+          for (int q = 0; q < ps.sends && !found; ++q)
+            if (ps.send_to[static_cast<size_t>(q)] == member && seen++ == index) {
+              total += ps.bytes;
+              found = true;
+            }
+          if (found)
+            break;
+        }
+      }
+    }
+  return total;
+}
+
+} // namespace
+
+double bytes_sent_per_member(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes,
+                             int member)
+{
+  return bytes_moved(a, op, g, bytes, member, true);
+}
+
+double bytes_sent_per_member(const CollectiveAlgorithm& a, CollectiveOp op, int n, double bytes)
+{
+  return bytes_moved(a, op, group_shape(n), bytes, 0, true);
+}
+
+double bytes_received_per_member(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes,
+                                 int member)
+{
+  return bytes_moved(a, op, g, bytes, member, false);
+}
+
+double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const GroupShape& g, double bytes,
+                           const std::function<PathCost(int, int)>& path)
+{
+  const auto& a   = concrete_algorithm(a0, op, g, bytes);
+  const int n     = g.n;
+  const int lanes = lanes_of(a, op, g, bytes);
+  const int K     = n > 1 ? a.steps(op, g, bytes) : 0;
+  if (K == 0)
+    return 0;
+  const auto key  = [n](int from, int to) { return static_cast<long long>(from) * n + to; };
+  const auto slot = [K](int m, int k) { return static_cast<size_t>(m) * static_cast<size_t>(K) + static_cast<size_t>(k); };
+  auto across     = [&g](int x, int y) {
+    return g.node_of_member[static_cast<size_t>(x)] != g.node_of_member[static_cast<size_t>(y)] ? 1 : 0;
+  };
+  // Flows a member starts (receives) in one step, over all lanes, inside its node and across:
+  // those of one kind leave (enter) through the same link and share it.
+  std::vector<std::array<uint8_t, 4>> share(static_cast<size_t>(n) * static_cast<size_t>(K), {0, 0, 0, 0});
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int m = 0; m < n; ++m)
+      for (int k = 0; k < K; ++k) {
+        const CollectiveStep s = a.step(op, g, bytes, lane, m, k);
+        for (int q = 0; q < s.sends; ++q)
+          ++share[slot(m, k)][static_cast<size_t>(across(m, s.send_to[static_cast<size_t>(q)]))];
+        for (int q = 0; q < s.recvs; ++q)
+          ++share[slot(m, k)][2 + static_cast<size_t>(across(m, s.recv_from[static_cast<size_t>(q)]))];
+      }
+  double end = 0;
+  for (int lane = 0; lane < lanes; ++lane) {
+    // For each pair, the steps of the receiver that take its messages, in order.
+    std::unordered_map<long long, std::vector<int>> recv_steps;
+    for (int m = 0; m < n; ++m)
+      for (int k = 0; k < K; ++k) {
+        const CollectiveStep s = a.step(op, g, bytes, lane, m, k);
+        for (int r = 0; r < s.recvs; ++r)
+          recv_steps[key(s.recv_from[static_cast<size_t>(r)], m)].push_back(k);
+      }
+    std::unordered_map<long long, std::vector<double>> arrivals; // per pair, in send order
+    std::unordered_map<long long, int> sent, consumed;
+    std::vector<int> next(static_cast<size_t>(n), 0);
+    std::vector<double> ready(static_cast<size_t>(n), 0.0); // when the member's previous step's sends ended
+    int done = 0;
+    while (done < n) {
+      bool progress = false;
+      for (int m = 0; m < n; ++m) {
+        int& k = next[static_cast<size_t>(m)];
+        while (k <= K) {
+          // The receives of step k-1 must have arrived (earlier ones were checked before).
+          double start = ready[static_cast<size_t>(m)];
+          bool waiting = false;
+          if (k > 0) {
+            const CollectiveStep prev = a.step(op, g, bytes, lane, m, k - 1);
+            for (int r = 0; r < prev.recvs && !waiting; ++r) {
+              const int from       = prev.recv_from[static_cast<size_t>(r)];
+              const long long pair = key(from, m);
+              int same             = 0; // earlier receives from the same peer in this step
+              for (int q = 0; q < r; ++q)
+                same += prev.recv_from[static_cast<size_t>(q)] == from ? 1 : 0;
+              const auto& times = arrivals[pair];
+              const auto index  = static_cast<size_t>(consumed[pair] + same);
+              if (times.size() <= index)
+                waiting = true;
+              else
+                start = std::max(start, times[index]);
+            }
+            if (waiting)
+              break;
+            for (int r = 0; r < prev.recvs; ++r)
+              ++consumed[key(prev.recv_from[static_cast<size_t>(r)], m)];
+          }
+          if (k == K) {
+            end = std::max(end, start);
+            ++k;
+            ++done;
+            progress = true;
+            break;
+          }
+          const CollectiveStep s = a.step(op, g, bytes, lane, m, k);
+          double finished        = start;
+          for (int q = 0; q < s.sends; ++q) {
+            const int to         = s.send_to[static_cast<size_t>(q)];
+            const long long pair = key(m, to);
+            const int index      = sent[pair]++;
+            const auto& steps_of = recv_steps[pair];
+            const size_t kind    = static_cast<size_t>(across(m, to));
+            int sharing          = std::max<int>(1, share[slot(m, k)][kind]);
+            if (index < static_cast<int>(steps_of.size()))
+              sharing = std::max<int>(sharing, share[slot(to, steps_of[static_cast<size_t>(index)])][2 + kind]);
+            const PathCost p = path(m, to);
+            const double t   = start + p.latency_s + (p.bandwidth_Bps > 0 ? s.bytes * sharing / p.bandwidth_Bps : 0.0);
+            arrivals[pair].push_back(t);
+            finished = std::max(finished, t);
+          }
+          ready[static_cast<size_t>(m)] = finished;
+          ++k;
+          progress = true;
+        }
+      }
+      if (!progress)
+        throw std::logic_error("collective algorithm " + a.name + ": the steps of " + collective_name(op) +
+                               " wait for each other (a receive no member sends)");
+    }
+  }
+  return end;
+}
+
+int pipeline_chunks(double lane_bytes)
+{
+  constexpr double kSlotBytes = 512.0 * 1024; // NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8
+  constexpr int kMaxChunks    = 64;           // (depth-1)/64 of fill: under 15 % on 1,024 nodes
+  if (!(lane_bytes > 0))
+    return 1;
+  return static_cast<int>(std::clamp(std::ceil(lane_bytes / kSlotBytes), 1.0, double(kMaxChunks)));
+}
+
+CollectiveAlgorithm collective_choice(const std::string& all, const std::map<std::string, std::string>& per_op,
+                                      const std::string& path)
+{
+  const CollectiveAlgorithm& base = CollectiveRegistry::get(all, path);
+  if (per_op.empty())
+    return base;
+  constexpr CollectiveOp kOps[] = {CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter,
+                                   CollectiveOp::AllToAll,  CollectiveOp::Broadcast, CollectiveOp::Reduce};
+  std::array<const CollectiveAlgorithm*, std::size(kOps)> chosen{};
+  chosen.fill(&base);
+  std::string names;
+  for (CollectiveOp op : kOps)
+    names += std::string(names.empty() ? "" : ", ") + "\"" + collective_name(op) + "\"";
+  std::vector<std::string> problems;
+  for (const auto& entry : per_op) {
+    // Named copies, not a structured binding: clang before 16 cannot capture a binding in a
+    // lambda, and `make fuzz` builds with clang.
+    const std::string& type = entry.first;
+    const std::string& name = entry.second;
+    const CollectiveOp* op = std::find_if(std::begin(kOps), std::end(kOps),
+                                          [&](CollectiveOp o) { return type == collective_name(o); });
+    if (op == std::end(kOps)) {
+      problems.push_back(fmt::format("{}.{}: unknown collective type; expected one of {}", path, type, names));
+      continue;
+    }
+    try {
+      chosen[static_cast<size_t>(*op)] = &CollectiveRegistry::get(name, path + "." + type);
+    } catch (const InputError& e) {
+      for (const auto& p : e.problems())
+        problems.push_back(p);
+    }
+  }
+  if (!problems.empty())
+    throw InputError(problems);
+  CollectiveAlgorithm c;
+  c.name = "per type";
+  c.pick = [chosen](CollectiveOp op, const GroupShape& g, double bytes) -> const CollectiveAlgorithm& {
+    return concrete_algorithm(*chosen[static_cast<size_t>(op)], op, g, bytes);
+  };
+  follow_pick(c);
+  c.candidates = [chosen](CollectiveOp op, const GroupShape& g) {
+    const CollectiveAlgorithm* a = chosen[static_cast<size_t>(op)];
+    return a->candidates ? a->candidates(op, g) : std::vector<const CollectiveAlgorithm*>{a};
+  };
+  return c;
+}
+
+} // namespace stepsim

@@ -1,0 +1,118 @@
+// A collective algorithm: how the members of a group exchange data, as steps on one or several
+// lanes (NCCL's channels: rings or trees that run side by side, each on its share of the buffer).
+//
+// In step k of a lane, member m sends `bytes` to each member of `send_to` and receives from each
+// member of `recv_from`. Member m's step k starts when all its sends of step k-1 on that lane
+// have finished and every receive it lists in steps before k has arrived. Messages between two
+// members arrive in the order they were sent: the i-th receive member m lists from member p is
+// the i-th send p lists to m. So a step may pair a receive of chunk c with a send of chunk c-1
+// (a pipeline), and a tree node may wait for two children at once. Registered by name ("ring",
+// ...); the engine (sim/engine/replay.cpp) turns each send into a SimGrid transfer.
+//
+// An algorithm that picks another one per collective ("auto") sets `pick`; the engine then runs
+// the picked one. Algorithms throw std::invalid_argument for a collective or a group they cannot
+// run (the driver turns that into bad input).
+#pragma once
+
+#include "sim/core/registry.hpp"
+#include "sim/core/task_graph.hpp"
+
+#include <array>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+struct CollectiveStep {
+  static constexpr int kMaxPeers = 4; // a tree node: its parent, two child nodes and its node's chain
+  std::array<int, kMaxPeers> send_to{};
+  std::array<int, kMaxPeers> recv_from{};
+  int sends = 0, recvs = 0;
+  double bytes = 0; // of each send
+
+  void send(int member) { send_to[static_cast<size_t>(sends++)] = member; }
+  void recv(int member) { recv_from[static_cast<size_t>(recvs++)] = member; }
+};
+
+// Latency and bottleneck bandwidth of the path between two members.
+struct PathCost {
+  double latency_s = 0, bandwidth_Bps = 0;
+};
+
+// The group as an algorithm sees it: its size, which members share a node, and what the engine
+// measured of the platform's paths.
+struct GroupShape {
+  int n = 0;
+  std::vector<int> node_of_member;            // 0, 1, ... in order of first appearance
+  std::vector<int> local_rank;                // position among the members of its node
+  std::vector<std::vector<int>> node_members; // per node, its members in group order
+  int per_node = 0; // members on each node when every node holds the same number, else 0
+  bool in_switch_reduction = false; // one node whose NVSwitch reduces (NVLS)
+  int channels             = 0;     // NCCL channels asked for; 0 = the algorithm's default
+  PathCost intra, inter;            // a path inside a node and one between nodes (0 when none)
+  int nodes() const { return static_cast<int>(node_members.size()); }
+};
+
+// A group of n members, each on a node of its own.
+GroupShape group_shape(int n);
+// `node` = a node id per member (any integers); shared ids share a node.
+GroupShape group_shape(const std::vector<int>& node, bool in_switch_reduction = false, int channels = 0);
+// The shape of a workload group; `path` measures the platform between two members (may be null).
+GroupShape group_shape(const Group& g, const std::function<PathCost(int member_a, int member_b)>& path = {});
+
+struct CollectiveAlgorithm {
+  std::string name;
+  // Lanes that run side by side, each over bytes / lanes; null = one.
+  std::function<int(CollectiveOp op, const GroupShape& g, double bytes)> lanes;
+  // Steps of each lane; `bytes` is each member's whole buffer.
+  std::function<int(CollectiveOp op, const GroupShape& g, double bytes)> steps;
+  std::function<CollectiveStep(CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step)> step;
+  // Set by algorithms that choose another per collective ("auto", per-type choices).
+  std::function<const CollectiveAlgorithm&(CollectiveOp op, const GroupShape& g, double bytes)> pick;
+  // Set by "auto" (and per-type choices that hold it): the concrete algorithms it chooses among,
+  // so that a protocol choice can time each with each protocol (models/collectives/protocol.hpp).
+  std::function<std::vector<const CollectiveAlgorithm*>(CollectiveOp op, const GroupShape& g)> candidates{};
+  // Set on an algorithm run with one of NCCL's protocols (models/collectives/protocol.hpp): the protocol's
+  // index and the algorithm it runs. -1 / null for a bare algorithm.
+  int protocol = -1;
+  const CollectiveAlgorithm* bare = nullptr;
+};
+
+using CollectiveRegistry = Registry<CollectiveAlgorithm>;
+
+// The algorithm that runs a collective: `a` itself or the one it picks.
+const CollectiveAlgorithm& concrete_algorithm(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g,
+                                              double bytes);
+int lanes_of(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes);
+// For an algorithm that picks another per collective (a per-type choice, a protocol choice): its
+// lanes, steps and step become those of what c.pick returns.
+void follow_pick(CollectiveAlgorithm& c);
+
+// Bytes one member sends / receives in the whole collective (for tests and reports).
+double bytes_sent_per_member(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes,
+                             int member = 0);
+// The same for n members each on a node of its own.
+double bytes_sent_per_member(const CollectiveAlgorithm& a, CollectiveOp op, int n, double bytes);
+double bytes_received_per_member(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes,
+                                 int member = 0);
+
+// The collective's duration on idle paths: each lane's steps with their dependencies (a longest
+// path), a transfer taking the path latency plus its bytes over the path bandwidth, shared with
+// the flows of the same kind (inside the node, or across nodes) that the member starts (receives)
+// in the same step on every lane, since those leave (enter) through the same link. Used by the
+// analytic network fidelity and by "auto".
+double uncontended_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes,
+                           const std::function<PathCost(int member_a, int member_b)>& path);
+
+// The algorithm of simulation.collective_algorithm: `all` for every type, except the types named
+// in `per_op` ("all_reduce" -> "tree"). Throws InputError at `path` for an unknown name or type.
+CollectiveAlgorithm collective_choice(const std::string& all, const std::map<std::string, std::string>& per_op,
+                                      const std::string& path);
+
+// Chunks a pipelined algorithm cuts a lane's share into: NCCL moves a channel's data in slots of
+// NCCL_BUFFSIZE / NCCL_STEPS = 4 MiB / 8 = 512 KiB; capped to keep the replay small.
+int pipeline_chunks(double lane_bytes);
+
+} // namespace stepsim

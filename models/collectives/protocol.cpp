@@ -1,0 +1,266 @@
+#include "models/collectives/protocol.hpp"
+
+#include "models/device.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/input/json_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace stepsim {
+
+const char* protocol_name(Protocol p)
+{
+  switch (p) {
+  case Protocol::LL: return "LL";
+  case Protocol::LL128: return "LL128";
+  case Protocol::Simple: return "Simple";
+  }
+  return "?";
+}
+
+std::optional<Protocol> protocol_named(const std::string& name)
+{
+  for (Protocol p : kProtocols)
+    if (name == protocol_name(p))
+      return p;
+  return std::nullopt;
+}
+
+const ProtocolCost& protocol_cost(Protocol p) { return link_efficiency().protocols[static_cast<size_t>(p)]; }
+
+namespace {
+
+// What NCCL's tree costs beyond the ring on the same links (links.json protocols.tree): its
+// inter-node hop latency per protocol (hwLat[NET][TREE] above hwLat[NET][RING]) and its bus
+// bandwidth factor (tuning.cc: busBw * .92).
+struct TreeCost {
+  std::array<double, 3> step_between_s{};
+  double bandwidth_factor = 1;
+};
+
+const TreeCost& tree_cost()
+{
+  static const TreeCost cost = [] {
+    TreeCost c;
+    const std::string file = config_dir() + "/calibration/links.json";
+    if (!std::filesystem::exists(file))
+      return c;
+    nlohmann::json doc = read_json_file(file);
+    Problems problems;
+    JsonReader r(doc, file, problems);
+    JsonReader tree = r.object("protocols").object("tree");
+    if (!tree.has("bandwidth_factor"))
+      return c;
+    JsonReader step = tree.object("step_between_nodes", true);
+    for (Protocol p : kProtocols)
+      c.step_between_s[static_cast<size_t>(p)] = step.time(protocol_name(p), 0.0);
+    c.bandwidth_factor = tree.number("bandwidth_factor", 1.0, 0, true);
+    if (c.bandwidth_factor > 1)
+      problems.add(tree.path_of("bandwidth_factor"), "expected a fraction no larger than 1");
+    problems.throw_if_any();
+    return c;
+  }();
+  return cost;
+}
+
+} // namespace
+
+const CollectiveAlgorithm& with_protocol(const CollectiveAlgorithm& base, Protocol p)
+{
+  static std::map<std::pair<const CollectiveAlgorithm*, Protocol>, std::unique_ptr<CollectiveAlgorithm>> made;
+  auto& slot = made[{&base, p}];
+  if (!slot) {
+    const double wire = protocol_cost(p).wire_factor / (base.name == "tree" ? tree_cost().bandwidth_factor : 1.0);
+    slot              = std::make_unique<CollectiveAlgorithm>(base);
+    slot->name        = base.name + "/" + protocol_name(p);
+    slot->protocol    = static_cast<int>(p);
+    slot->bare        = &base;
+    slot->step = [&base, wire](CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step) {
+      CollectiveStep s = base.step(op, g, bytes, lane, member, step);
+      s.bytes *= wire;
+      return s;
+    };
+  }
+  return *slot;
+}
+
+std::vector<Protocol> protocols_for(const CollectiveAlgorithm& a)
+{
+  if (a.name == "nvls") // multimem loads and stores: NCCL runs NVLS with Simple only
+    return {Protocol::Simple};
+  return {kProtocols.begin(), kProtocols.end()};
+}
+
+namespace {
+
+bool same_node(const GroupShape& g, int a, int b)
+{
+  return g.node_of_member[static_cast<size_t>(a)] == g.node_of_member[static_cast<size_t>(b)];
+}
+
+double base_latency(const CollectiveAlgorithm& bare, const ProtocolCost& c)
+{
+  if (bare.name == "ring")
+    return c.base_ring_s;
+  if (bare.name == "tree")
+    return c.base_tree_s;
+  if (bare.name == "nvls")
+    return c.base_nvls_s;
+  return c.base_other_s;
+}
+
+} // namespace
+
+static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes);
+
+double launch_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)
+{
+  if (a.protocol < 0 || a.bare == nullptr || g.n <= 1 || !(bytes > 0))
+    return 0;
+  // The pick and the engine ask for the same launches: each is timed once.
+  using Key = std::tuple<const CollectiveAlgorithm*, int, int, int, int, bool, int, double, double, double>;
+  static std::map<Key, double> cache;
+  const Key key{&a, static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction, g.channels,
+                g.intra.latency_s, g.inter.latency_s, bytes};
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
+  return cache[key] = launch_uncached(a, op, g, bytes);
+}
+
+static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)
+{
+  // An idealised network (zero latency on every path) gets no launch cost, as no step cost.
+  if (!(g.intra.latency_s > 0) && !(g.inter.latency_s > 0))
+    return 0;
+  const ProtocolCost& c = protocol_cost(static_cast<Protocol>(a.protocol));
+  // The extra step latencies along the critical path: the collective's longest chain of steps
+  // with each step costing only the protocol's extra latency on its path type.
+  const double inside  = g.intra.latency_s > 0 ? c.step_inside_s : 0.0;
+  const double between = g.inter.latency_s > 0 ? c.step_between_s + (a.bare->name == "tree"
+                                                                         ? tree_cost().step_between_s[static_cast<size_t>(a.protocol)]
+                                                                         : 0.0)
+                                               : 0.0;
+  double steps         = 0;
+  if (inside > 0 || between > 0)
+    steps = uncontended_seconds(a, op, g, bytes, [&](int x, int y) {
+      return PathCost{same_node(g, x, y) ? inside : between, 0.0};
+    });
+  return base_latency(*a.bare, c) + steps;
+}
+
+double planned_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)
+{
+  auto path = [&g](int x, int y) { return same_node(g, x, y) ? g.intra : g.inter; };
+  return launch_seconds(a, op, g, bytes) + uncontended_seconds(a, op, g, bytes, path);
+}
+
+namespace {
+
+// NCCL's tuner gives the tree the ring's per-channel bus bandwidth times .92 (tuning.cc: a tree
+// all-reduce moves 2S per GPU, the ring 2(n-1)/n S), so it credits the tree nothing for halving
+// the bytes between two nodes, and runs the ring on large messages where stepsim's links alone
+// would favour the tree. `auto` picks as the tuner does: the tree's time for the pick is at least
+// the ring's bandwidth time (idle paths without latency) scaled so.
+// Without latency a transfer's time is linear in its bytes, so the bare ring's time scaled by the
+// protocol's wire factor is the protocol's.
+double tuner_tree_bandwidth_seconds(double bare_ring_s, Protocol p, const GroupShape& g)
+{
+  return bare_ring_s * protocol_cost(p).wire_factor * g.n / (g.n - 1) / tree_cost().bandwidth_factor;
+}
+
+double bare_ring_bandwidth_seconds(CollectiveOp op, const GroupShape& g, double bytes)
+{
+  auto no_latency = [&g](int x, int y) {
+    PathCost c  = same_node(g, x, y) ? g.intra : g.inter;
+    c.latency_s = 0;
+    return c;
+  };
+  return uncontended_seconds(CollectiveRegistry::get("ring", "simulation.collective_algorithm"), op, g, bytes,
+                             no_latency);
+}
+
+} // namespace
+
+const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>& algorithms,
+                                   const std::vector<Protocol>& allowed, CollectiveOp op, const GroupShape& g,
+                                   double bytes)
+{
+  using Key = std::tuple<std::vector<const CollectiveAlgorithm*>, std::vector<Protocol>, int, int, int, int, bool, int,
+                         double, double, double, double, double>;
+  static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key
+  Key key{algorithms, allowed,           static_cast<int>(op), g.n,  g.nodes(), g.per_node, g.in_switch_reduction,
+          g.channels, g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes};
+  if (auto it = cache.find(key); it != cache.end())
+    return *it->second;
+  // Timing a candidate may throw (an algorithm that cannot run the group): nothing is cached then.
+  const CollectiveAlgorithm* picked = nullptr;
+  double best                       = std::numeric_limits<double>::infinity();
+  double bare_ring_s                = -1; // the tuner's view of the tree, once per pick
+  for (const auto* a : algorithms)
+    for (Protocol p : protocols_for(*a)) {
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), p) == allowed.end())
+        continue;
+      const auto& candidate = with_protocol(*a, p);
+      double t              = 0;
+      if (g.n > 1) {
+        // The launch alone bounds the time from below: a candidate that cannot beat the best by
+        // it is not timed further.
+        const double launch = launch_seconds(candidate, op, g, bytes);
+        if (picked != nullptr && launch >= best)
+          continue;
+        auto path = [&g](int x, int y) { return same_node(g, x, y) ? g.intra : g.inter; };
+        t         = launch + uncontended_seconds(candidate, op, g, bytes, path);
+        if (a->name == "tree" && op == CollectiveOp::AllReduce) {
+          if (bare_ring_s < 0)
+            bare_ring_s = bare_ring_bandwidth_seconds(op, g, bytes);
+          t = std::max(t, launch + tuner_tree_bandwidth_seconds(bare_ring_s, p, g));
+        }
+      }
+      if (t < best || picked == nullptr) {
+        best   = t;
+        picked = &candidate;
+      }
+    }
+  if (picked == nullptr) // the forced protocol fits none of them (NVLS with LL): as NCCL, run
+    picked = &fastest(algorithms, {}, op, g, bytes); // what their protocols allow
+  return *cache.emplace(std::move(key), picked).first->second;
+}
+
+CollectiveAlgorithm with_protocol_choice(const CollectiveAlgorithm& chosen, const std::string& protocol,
+                                         const std::string& path)
+{
+  std::vector<Protocol> allowed;
+  if (protocol != "auto") {
+    const auto p = protocol_named(protocol);
+    if (!p)
+      throw InputError({fmt::format("{}: unknown protocol \"{}\"; expected auto, LL, LL128 or Simple", path, protocol)});
+    allowed.push_back(*p);
+  }
+  if (!link_efficiency().protocols_loaded)
+    return chosen;
+  // The algorithms handed to with_protocol must live as long as the process: registry entries.
+  const CollectiveAlgorithm* plain = chosen.pick ? nullptr : &CollectiveRegistry::get(chosen.name, path);
+  CollectiveAlgorithm c = chosen;
+  c.pick = [chosen, plain, allowed](CollectiveOp op, const GroupShape& g, double bytes) -> const CollectiveAlgorithm& {
+    std::vector<const CollectiveAlgorithm*> algorithms;
+    if (plain != nullptr)
+      algorithms.push_back(plain);
+    else if (chosen.candidates)
+      algorithms = chosen.candidates(op, g);
+    else
+      algorithms.push_back(&concrete_algorithm(chosen, op, g, bytes));
+    return fastest(algorithms, allowed, op, g, bytes);
+  };
+  follow_pick(c);
+  c.candidates = {};
+  return c;
+}
+
+} // namespace stepsim

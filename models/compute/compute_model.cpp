@@ -1,0 +1,57 @@
+#include "models/compute/compute_model.hpp"
+
+#include <boost/range/iterator_range.hpp>
+
+#include <map>
+
+namespace stepsim {
+
+namespace {
+
+// Work on the node's CPU (ZeRO-Offload's optimizer) streams its bytes at the CPU's memory
+// bandwidth; everything else runs on the GPU under the chosen model.
+double work_seconds(const Work& work, const Device& device, const ComputeModel& model, const std::string& precision)
+{
+  double seconds = 0;
+  for (const auto& k : work.kernels)
+    seconds += work.host_memory_Bps > 0 ? k.bytes / work.host_memory_Bps : model.kernel_seconds(k, device, precision);
+  return seconds;
+}
+
+} // namespace
+
+void assign_work_seconds(Workload& workload, const Device& device, const ComputeModel& model,
+                         const std::string& precision)
+{
+  for (auto& work : workload.works)
+    work.seconds = work_seconds(work, device, model, precision);
+}
+
+void assign_work_seconds(Workload& workload, const std::vector<const Device*>& device_of_program,
+                         const ComputeModel& model, const std::string& precision)
+{
+  const size_t shared = workload.works.size();
+  if (device_of_program.empty())
+    return;
+  const Device* first = device_of_program.front();
+  assign_work_seconds(workload, *first, model, precision);
+  std::map<std::string, size_t> copies; // device name -> index of its first copied work
+  for (size_t i = 0; i < workload.ranks.size(); ++i) {
+    const Device* device = device_of_program.at(i);
+    if (device->name == first->name)
+      continue;
+    auto [it, added] = copies.emplace(device->name, workload.works.size());
+    if (added)
+      for (size_t w = 0; w < shared; ++w) {
+        Work copy    = workload.works[w];
+        copy.seconds = work_seconds(copy, *device, model, precision);
+        workload.works.push_back(std::move(copy));
+      }
+    auto& graph = workload.ranks[i].graph;
+    for (auto v : boost::make_iterator_range(boost::vertices(graph)))
+      if (graph[v].kind == TaskKind::Compute && graph[v].work >= 0 && static_cast<size_t>(graph[v].work) < shared)
+        graph[v].work += static_cast<int>(it->second);
+  }
+}
+
+} // namespace stepsim

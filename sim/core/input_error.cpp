@@ -1,0 +1,67 @@
+#include "sim/core/input_error.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace stepsim {
+
+namespace {
+std::string join_lines(const std::vector<std::string>& lines)
+{
+  std::string out;
+  for (const auto& l : lines) {
+    if (!out.empty())
+      out += '\n';
+    out += l;
+  }
+  return out;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b)
+{
+  std::vector<size_t> row(b.size() + 1);
+  std::iota(row.begin(), row.end(), 0);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0]      = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j]    = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag      = up;
+    }
+  }
+  return row[b.size()];
+}
+} // namespace
+
+InputError::InputError(std::vector<std::string> problems)
+    : std::runtime_error(join_lines(problems)), problems_(std::move(problems))
+{
+}
+
+void Problems::add(const std::string& path, const std::string& message)
+{
+  list_.push_back(path.empty() ? message : path + ": " + message);
+}
+
+void Problems::throw_if_any() const
+{
+  if (!list_.empty())
+    throw InputError(list_);
+}
+
+std::string closest_name(const std::string& word, const std::vector<std::string>& candidates)
+{
+  std::string best;
+  size_t best_distance = std::max<size_t>(3, word.size() / 2) + 1;
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best          = c;
+    }
+  }
+  return best;
+}
+
+} // namespace stepsim

@@ -1,0 +1,207 @@
+#include "sim/core/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace stepsim {
+
+namespace {
+// Rounded to 9 significant digits, so that a report does not change with the last bits of a
+// floating-point sum and stays byte-identical across runs and machines.
+double tidy(double v)
+{
+  if (v == 0 || !std::isfinite(v))
+    return v;
+  return std::stod(fmt::format("{:.9g}", v));
+}
+
+std::string human_bytes(double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024)); }
+} // namespace
+
+nlohmann::json to_json(const Report& r)
+{
+  nlohmann::json j;
+  j["name"]                    = r.name;
+  j["gpus"]                    = r.gpus;
+  j["device"]                  = r.device;
+  j["schedule"]                = r.schedule;
+  j["fidelity"]                = r.fidelity;
+  j["micro_batches"]           = r.micro_batches;
+  j["step_time_s"]             = tidy(r.step_time_s);
+  j["tokens_per_s"]            = tidy(r.tokens_per_s);
+  j["samples_per_s"]           = tidy(r.samples_per_s);
+  j["model_flops_per_step"]    = tidy(r.model_flops_per_step);
+  j["model_tflops_per_gpu"]    = tidy(r.model_tflops_per_gpu);
+  j["hardware_tflops_per_gpu"] = tidy(r.hardware_tflops_per_gpu);
+  j["mfu"]                     = tidy(r.mfu);
+  j["hfu"]                     = tidy(r.hfu);
+  j["bubble_fraction"]         = tidy(r.bubble_fraction);
+  j["comm_s"]                  = tidy(r.comm_s);
+  j["exposed_comm_s"]          = tidy(r.exposed_comm_s);
+  j["overlap"]                 = tidy(r.overlap);
+  j["energy_j_per_step"]       = tidy(r.energy_j_per_step);
+  j["energy_j_per_token"]      = tidy(r.energy_j_per_token);
+  j["memory_peak_bytes"]       = tidy(r.memory_peak_bytes);
+  j["memory_capacity_bytes"]   = tidy(r.memory_capacity_bytes);
+  j["fits_in_memory"]          = r.fits_in_memory;
+  j["memory"] = {{"weights_bytes", tidy(r.memory.weights)},         {"gradients_bytes", tidy(r.memory.gradients)},
+                 {"optimizer_bytes", tidy(r.memory.optimizer)},     {"activations_bytes", tidy(r.memory.activations)},
+                 {"buffers_bytes", tidy(r.memory.buffers)},         {"total_bytes", tidy(r.memory.total())}};
+  j["stages"] = nlohmann::json::array();
+  for (const auto& s : r.stages)
+    j["stages"].push_back({{"stage", s.stage},
+                           {"rank", s.rank},
+                           {"compute_s", tidy(s.compute_s)},
+                           {"comm_s", tidy(s.comm_s)},
+                           {"exposed_comm_s", tidy(s.exposed_comm_s)},
+                           {"bubble_s", tidy(s.bubble_s)},
+                           {"bubble_fraction", tidy(s.bubble_fraction)},
+                           {"textbook_bubble_fraction", tidy(s.textbook_bubble_fraction)},
+                           {"memory_bytes", tidy(s.memory_bytes)},
+                           {"device", s.device},
+                           {"layers", s.layers}});
+  j["simulated_ranks"] = r.simulated_ranks;
+  j["activities"]      = r.activities;
+  j["network_fidelity"] = r.network_fidelity;
+  j["comm_compute_interference"] = tidy(r.comm_compute_interference);
+  if (!r.collective_algorithms.empty())
+    j["collective_algorithms"] = r.collective_algorithms;
+  // Present only when there is something to say, so that reports of plain runs keep their keys.
+  if (!r.links.empty()) {
+    j["links"] = nlohmann::json::array();
+    for (const auto& l : r.links)
+      j["links"].push_back({{"name", l.name}, {"bytes", tidy(l.bytes)}, {"busy_s", tidy(l.busy_s)},
+                            {"busy_fraction", tidy(l.busy_fraction)}});
+  }
+  if (!r.waits.empty()) {
+    j["waits"] = nlohmann::json::array();
+    for (const auto& w : r.waits)
+      j["waits"].push_back({{"rank", w.rank}, {"peer", w.peer}, {"group", w.group}, {"seconds", tidy(w.seconds)}});
+  }
+  return j;
+}
+
+Report report_from_json(const nlohmann::json& j)
+{
+  Report r;
+  r.name                    = j.at("name").get<std::string>();
+  r.gpus                    = j.at("gpus").get<int>();
+  r.device                  = j.at("device").get<std::string>();
+  r.schedule                = j.at("schedule").get<std::string>();
+  r.fidelity                = j.at("fidelity").get<std::string>();
+  r.micro_batches           = j.at("micro_batches").get<int>();
+  r.step_time_s             = j.at("step_time_s").get<double>();
+  r.tokens_per_s            = j.at("tokens_per_s").get<double>();
+  r.samples_per_s           = j.at("samples_per_s").get<double>();
+  r.model_flops_per_step    = j.at("model_flops_per_step").get<double>();
+  r.model_tflops_per_gpu    = j.at("model_tflops_per_gpu").get<double>();
+  r.hardware_tflops_per_gpu = j.at("hardware_tflops_per_gpu").get<double>();
+  r.mfu                     = j.at("mfu").get<double>();
+  r.hfu                     = j.at("hfu").get<double>();
+  r.bubble_fraction         = j.at("bubble_fraction").get<double>();
+  r.comm_s                  = j.at("comm_s").get<double>();
+  r.exposed_comm_s          = j.at("exposed_comm_s").get<double>();
+  r.overlap                 = j.at("overlap").get<double>();
+  r.energy_j_per_step       = j.value("energy_j_per_step", 0.0);
+  r.energy_j_per_token      = j.value("energy_j_per_token", 0.0);
+  r.memory_peak_bytes       = j.at("memory_peak_bytes").get<double>();
+  r.memory_capacity_bytes   = j.at("memory_capacity_bytes").get<double>();
+  r.fits_in_memory          = j.at("fits_in_memory").get<bool>();
+  const auto& m             = j.at("memory");
+  r.memory.weights          = m.at("weights_bytes").get<double>();
+  r.memory.gradients        = m.at("gradients_bytes").get<double>();
+  r.memory.optimizer        = m.at("optimizer_bytes").get<double>();
+  r.memory.activations      = m.at("activations_bytes").get<double>();
+  r.memory.buffers          = m.at("buffers_bytes").get<double>();
+  for (const auto& s : j.at("stages")) {
+    StageReport st;
+    st.stage                    = s.at("stage").get<int>();
+    st.rank                     = s.at("rank").get<int>();
+    st.compute_s                = s.at("compute_s").get<double>();
+    st.comm_s                   = s.at("comm_s").get<double>();
+    st.exposed_comm_s           = s.at("exposed_comm_s").get<double>();
+    st.bubble_s                 = s.at("bubble_s").get<double>();
+    st.bubble_fraction          = s.at("bubble_fraction").get<double>();
+    st.textbook_bubble_fraction = s.at("textbook_bubble_fraction").get<double>();
+    st.memory_bytes             = s.at("memory_bytes").get<double>();
+    st.device                   = s.value("device", std::string());
+    st.layers                   = s.value("layers", 0);
+    r.stages.push_back(st);
+  }
+  r.simulated_ranks = j.at("simulated_ranks").get<long long>();
+  r.activities      = j.at("activities").get<long long>();
+  r.network_fidelity = j.value("network_fidelity", std::string("flow"));
+  r.comm_compute_interference = j.value("comm_compute_interference", 0.0);
+  r.collective_algorithms = j.value("collective_algorithms", std::map<std::string, std::string>{});
+  for (const auto& l : j.value("links", nlohmann::json::array()))
+    r.links.push_back(LinkReport{l.at("name").get<std::string>(), l.at("bytes").get<double>(),
+                                 l.at("busy_s").get<double>(), l.at("busy_fraction").get<double>()});
+  for (const auto& w : j.value("waits", nlohmann::json::array()))
+    r.waits.push_back(WaitReport{w.at("rank").get<int>(), w.at("peer").get<int>(), w.at("group").get<std::string>(),
+                                 w.at("seconds").get<double>()});
+  return r;
+}
+
+std::string to_table(const Report& r)
+{
+  std::string out;
+  out += fmt::format("{}: {} GPUs ({}), schedule {}, {} micro-batches per replica, {} fidelity, {} network\n\n", r.name,
+                     r.gpus, r.device, r.schedule, r.micro_batches, r.fidelity, r.network_fidelity);
+  out += fmt::format("  {:<24}{:>14.4f} s\n", "step time", r.step_time_s);
+  out += fmt::format("  {:<24}{:>14.0f}\n", "tokens/s", r.tokens_per_s);
+  out += fmt::format("  {:<24}{:>14.2f}\n", "samples/s", r.samples_per_s);
+  out += fmt::format("  {:<24}{:>14.1f}\n", "model TFLOP/s per GPU", r.model_tflops_per_gpu);
+  out += fmt::format("  {:<24}{:>14.1f}\n", "hardware TFLOP/s per GPU", r.hardware_tflops_per_gpu);
+  out += fmt::format("  {:<24}{:>13.1f}%\n", "MFU", 100 * r.mfu);
+  out += fmt::format("  {:<24}{:>13.1f}%\n", "bubble (worst stage)", 100 * r.bubble_fraction);
+  out += fmt::format("  {:<24}{:>14.4f} s\n", "communication", r.comm_s);
+  out += fmt::format("  {:<24}{:>14.4f} s\n", "exposed communication", r.exposed_comm_s);
+  out += fmt::format("  {:<24}{:>13.1f}%\n", "overlap", 100 * r.overlap);
+  if (r.comm_compute_interference > 0)
+    out += fmt::format("  {:<24}{:>14}  compute at {:.0f}% of its speed beside a collective\n", "interference",
+                       fmt::format("f = {:.3g}", r.comm_compute_interference), 100 * (1 - r.comm_compute_interference));
+  else
+    out += fmt::format("  {:<24}{:>14}\n", "interference", "off");
+  std::string algorithms;
+  for (const auto& [op, name] : r.collective_algorithms)
+    if (!name.empty())
+      algorithms += fmt::format("{}{} {}", algorithms.empty() ? "" : ", ", op, name);
+  if (!algorithms.empty())
+    out += fmt::format("  {:<24}{}\n", "collective algorithms", algorithms);
+  if (r.energy_j_per_step > 0)
+    out += fmt::format("  {:<24}{:>14.3f} MJ{}\n", "energy per step", r.energy_j_per_step / 1e6,
+                       r.energy_j_per_token > 0 ? fmt::format(" ({:.3f} J per token)", r.energy_j_per_token) : "");
+  out += fmt::format("  {:<24}{:>14} of {} ({})\n", "memory peak per GPU", human_bytes(r.memory_peak_bytes),
+                     human_bytes(r.memory_capacity_bytes), r.fits_in_memory ? "fits" : "DOES NOT FIT");
+  out += fmt::format("  {:<24}weights {}, gradients {}, optimizer {}, activations {}, buffers {}\n", "",
+                     human_bytes(r.memory.weights), human_bytes(r.memory.gradients), human_bytes(r.memory.optimizer),
+                     human_bytes(r.memory.activations), human_bytes(r.memory.buffers));
+  // Mixed GPU types get a column saying which stage runs where.
+  bool mixed = false;
+  for (const auto& s : r.stages)
+    mixed = mixed || s.device != r.stages.front().device;
+  out += fmt::format("\n  {:>5} {:>6} {:>11} {:>11} {:>11} {:>9} {:>9} {:>10}{}\n", "stage", "layers", "compute s",
+                     "comm s", "exposed s", "bubble", "textbook", "memory", mixed ? "  device" : "");
+  for (const auto& s : r.stages)
+    out += fmt::format("  {:>5} {:>6} {:>11.4f} {:>11.4f} {:>11.4f} {:>8.1f}% {:>8.1f}% {:>10}{}\n", s.stage, s.layers,
+                       s.compute_s, s.comm_s, s.exposed_comm_s, 100 * s.bubble_fraction,
+                       100 * s.textbook_bubble_fraction, human_bytes(s.memory_bytes), mixed ? "  " + s.device : "");
+  if (!r.waits.empty()) {
+    out += fmt::format("\n  who waited for whom (the {} longest)\n  {:>6} {:>8}  {:<16} {:>12}\n",
+                       std::min<size_t>(r.waits.size(), 10), "rank", "on rank", "group", "waited s");
+    for (size_t i = 0; i < r.waits.size() && i < 10; ++i)
+      out += fmt::format("  {:>6} {:>8}  {:<16} {:>12.6f}\n", r.waits[i].rank, r.waits[i].peer,
+                         r.waits[i].group.empty() ? "(send/recv)" : r.waits[i].group, r.waits[i].seconds);
+  }
+  if (!r.links.empty()) {
+    out += fmt::format("\n  busiest links\n  {:<34} {:>14} {:>12} {:>7}\n", "link", "GB carried", "busy s", "busy");
+    for (const auto& l : r.links)
+      out += fmt::format("  {:<34} {:>14.3f} {:>12.6f} {:>6.1f}%\n", l.name, l.bytes / 1e9, l.busy_s,
+                         100 * l.busy_fraction);
+  }
+  return out;
+}
+
+} // namespace stepsim

@@ -1,0 +1,279 @@
+// The scenario: what a user asks stepsim to predict. Plain data, already checked and converted
+// to SI units (bytes, seconds, bytes per second) by parse_scenario; nothing downstream re-reads
+// the JSON.
+#pragma once
+
+#include "sim/core/kernel.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+// One entry of model.layers (architecture "layers"; workloads/models/layer_list.hpp), either by figures
+// or by kernels. Figures and sizes are per sample; kernels are those of one micro-batch
+// (training.micro_batch_size samples), since stepsim cannot tell which dimension of a shape is
+// the batch.
+struct LayerSpec {
+  std::string name;
+  int repeat = 1; // the same layer this many times in a row
+  double parameters       = 0;  // count; from parameter_bytes at the training precision when given so
+  double parameter_bytes  = -1; // -1: given as a count
+  double activation_bytes = 0;  // the output sent on when a stage boundary follows the layer
+  double saved_bytes      = 0;  // what the layer keeps for its backward
+  bool by_kernels         = false;
+  // Figures (by_kernels false). backward_weight_flops < 0: the backward was given as one figure
+  // (backward_flops, held in backward_input_flops), which a split-backward schedule cannot split.
+  double forward_flops = 0, backward_input_flops = 0, backward_weight_flops = -1;
+  double forward_memory_bytes = 0, backward_input_memory_bytes = 0, backward_weight_memory_bytes = 0;
+  // Kernels (by_kernels true); element bytes are set by the training precision when lowered.
+  std::vector<Kernel> forward, backward_input, backward_weight;
+  // The samples the kernels were written for (kernels.micro_batch_size): their shapes cannot be
+  // rescaled, so the scenario's micro-batch must equal it.
+  long long kernels_micro_batch = 0;
+};
+
+struct ModelSpec {
+  std::string name;
+  int num_layers          = 0;
+  int hidden_size         = 0;
+  int num_attention_heads = 0;
+  int num_query_groups    = 0; // grouped-query attention; equal to the heads for plain multi-head
+  int ffn_hidden_size     = 0;
+  int seq_length          = 0;
+  int vocab_size          = 0;
+  std::string mlp         = "gelu";      // gelu | swiglu
+  std::string norm        = "layernorm"; // layernorm | rmsnorm
+  bool tied_embeddings    = true;
+  int num_experts         = 0; // 0 = dense
+  int moe_top_k           = 2;
+  // Tokens each expert processes, as a multiple of the balanced share tokens·top_k/experts
+  // (Megatron pads each expert's input to this capacity; 1.0 = perfectly balanced routing).
+  double moe_capacity_factor = 1.0;
+  int moe_ffn_hidden_size    = 0; // each expert's FFN width; 0 = ffn_hidden_size
+  // "transformer", a built-in CNN ("resnet50", "resnet101", "vgg16"; workloads/models/cnn.hpp), which
+  // uses only the two fields below and leaves the transformer's sizes at 0, or "layers": the
+  // list in `layers` (with seq_length as tokens per sample, 0 for none, and input_bytes).
+  std::string architecture = "transformer";
+  int image_size           = 224; // square input images, pixels per side
+  int num_classes          = 1000;
+  std::vector<LayerSpec> layers;
+  double input_bytes = 0; // per sample, what the first layer reads (kept under full recompute)
+};
+
+struct TrainingSpec {
+  long long global_batch_size = 0;
+  long long micro_batch_size  = 1;
+  std::string precision       = "bf16";  // fp32 | tf32 | fp16 | bf16 | fp8
+  std::string recompute       = "none";  // none | selective | full
+  std::string attention       = "flash"; // flash (fused) | standard (scores materialised)
+  std::string optimizer       = "adam";
+};
+
+struct ParallelSpec {
+  int tensor             = 1;
+  int pipeline           = 1;
+  int data               = 1;
+  int context            = 1;
+  int expert             = 1;
+  int virtual_stages     = 1;
+  std::string schedule   = "1f1b";
+  bool sequence_parallel = false;
+  int zero_stage         = 0;
+  double bucket_bytes    = 25e6 * 4; // gradient bucket for the data-parallel all-reduce
+  bool overlap_grad_reduce = true;
+  // Layers of each virtual stage (pipeline × virtual_stages entries, in virtual-stage order);
+  // empty = the same number everywhere. Llama 3 ran 126 layers on 16 stages with one fewer on
+  // the first and the last.
+  std::vector<int> stage_layers;
+  // "stage_layers": "auto": the driver fills stage_layers by each stage's device speed
+  // (heterogeneous pipelines; topologies/placement.hpp).
+  bool stage_layers_auto = false;
+  // ZeRO-3 / FSDP (zero_stage 3, parallelism.fsdp): parameters sharded over the data-parallel
+  // group and all-gathered per unit (one transformer layer) before use, the next unit's gather
+  // issued when a unit's compute starts; gradients reduce-scattered per unit.
+  // reshard_after_forward: FULL_SHARD / ZeRO-3 (gather again for backward); false keeps the
+  // stage's gathered parameters until backward (SHARD_GRAD_OP, as Llama 3 trained).
+  bool reshard_after_forward = true;
+  // FCDP: gathered parameters are cached in host memory after their first gather and reloaded
+  // over the host link instead of all-gathered again.
+  bool host_cache = false;
+  // ZeRO-Offload: gradients go to the host, the optimizer steps on the CPU, the updated
+  // low-precision weights come back; optimizer states leave GPU memory.
+  bool offload_optimizer = false;
+  // How ranks are numbered from the plan's coordinates, innermost first (Megatron's RankGenerator
+  // order; sim/core/rank_order.hpp).
+  std::string rank_order = "tp-cp-ep-dp-pp";
+};
+
+// The inside of a node; `type` names a builder in topologies/node_*.cpp (NodeTypeRegistry).
+struct IntraNodeSpec {
+  std::string type     = "nvswitch";
+  double bandwidth_Bps = 300e9; // per direction: per GPU (switch types), per NVLink (dgx1_cube_mesh),
+                                // per PCIe x16 link (pcie, pcie_switch), per mesh link (chiplet_mesh)
+  double latency_s     = 1e-6;  // GPU to GPU over one hop (one mesh link for chiplet_mesh)
+  int gpus_per_switch  = 2;     // pcie_switch: GPUs (and one NIC) under each PCIe switch
+  std::vector<int> mesh;        // chiplet_mesh: {rows, columns} of chiplets, rows x columns = gpus_per_node
+};
+
+// The node's CPU host ("nodeN-cpu"): its memory, and the host (PCIe) link of each GPU to it.
+struct HostSpec {
+  double link_bandwidth_Bps   = 0;     // per GPU, per direction; 0 = the device's host_link_bandwidth
+  double link_latency_s       = 1e-6;  // GPU to host memory
+  double memory_bandwidth_Bps = 204.8e9; // all GPUs' host traffic together: 8 channels of DDR4-3200
+};
+
+struct NicSpec {
+  int count            = 8;
+  double bandwidth_Bps = 25e9; // per NIC, per direction
+  double latency_s     = 2e-6; // NIC to NIC through the fabric, switches included
+};
+
+struct NodeGroupSpec {
+  int count         = 1;
+  std::string gpu;
+  int gpus_per_node = 8;
+  IntraNodeSpec intra_node;
+  NicSpec nic;
+  HostSpec host;
+};
+
+// Links between the routers of a generated fabric (torus, dragonfly); 0 bandwidth = the
+// bandwidth of one node's NICs together.
+struct FabricLinkSpec {
+  double bandwidth_Bps = 0;
+  double latency_s     = 0.5e-6;
+};
+
+struct TorusSpec {
+  std::vector<int> dimensions; // routers along each dimension; one node per router
+  FabricLinkSpec link;
+};
+
+// SimGrid's dragonfly: groups of chassis of routers, `nodes_per_router` nodes on each router;
+// each `*_links` is how many parallel links join two elements of that level.
+struct DragonflySpec {
+  int groups = 0, group_links = 1;
+  int chassis = 1, chassis_links = 1;
+  int routers = 1, router_links = 1;
+  int nodes_per_router = 1;
+  FabricLinkSpec link;
+};
+
+// A custom fabric (network.topology "custom"): named switches, the nodes hanging from each (by
+// their NICs), and the links between switches; routes follow the shortest path.
+struct SwitchSpec {
+  std::string name;
+  std::vector<int> nodes; // node indices, in node_groups order
+};
+struct SwitchLinkSpec {
+  std::string from, to; // switch names
+  double bandwidth_Bps = 0;
+  double latency_s     = 0;
+};
+
+// network.topology "wifi": the nodes of the `stations` node groups are one-GPU devices sharing
+// the air of one access point at `rate_Bps` each (one 802.11 rate level); the other groups (the
+// edge server) hang off the access point by their NICs (Ethernet).
+struct WifiSpec {
+  std::vector<int> stations = {0};
+  double rate_Bps  = 0;
+  double latency_s = 0;
+};
+
+struct NetworkSpec {
+  std::string topology   = "fat_tree";
+  double oversubscription = 1.0; // >1 thins the links above the leaf switches (fat_tree, rail_optimized)
+  int leaf_radix          = 32;  // nodes (per rail) under one leaf switch
+  // fat_tree: 2 (leaves under one core) or 3 (leaves grouped in pods of pod_radix leaves, pods
+  // under the core; core_oversubscription > 1 thins the pods' uplinks).
+  int levels                   = 2;
+  int pod_radix                = 8;
+  double core_oversubscription = 1.0;
+  TorusSpec torus;
+  DragonflySpec dragonfly;
+  std::vector<SwitchSpec> switches;  // custom
+  std::vector<SwitchLinkSpec> links; // custom
+  WifiSpec wifi;
+};
+
+struct PlatformSpec {
+  std::string preset; // the configs/platforms/ preset it was expanded from, "" for none
+  std::vector<NodeGroupSpec> node_groups;
+  NetworkSpec network;
+  // placement.stages: the node group each pipeline stage runs on; empty = ranks fill the groups'
+  // GPUs in rank order (under the default rank_order pipeline is outermost, so early stages land
+  // on the first group).
+  std::vector<int> stage_groups;
+  int total_gpus() const;
+};
+
+struct SimulationSpec {
+  // reduced: one representative rank per pipeline stage stands for its tensor, context and data
+  // parallel peers, which behave the same on a symmetric platform. full: every rank.
+  std::string fidelity             = "reduced";
+  // The collective algorithm of every collective type (a name in CollectiveRegistry, or "auto":
+  // chosen per collective by size, group shape and topology as NCCL's tuner does), and the
+  // types forced to another one ("all_reduce" -> "tree", ...; from the object form).
+  std::string collective_algorithm = "auto";
+  std::map<std::string, std::string> collective_algorithm_per_op;
+  // NCCL channels: parallel rings (or trees) a collective is split over. 0 = NCCL's choice per
+  // group: across nodes one ring per member on each node, so the rings leave every node through
+  // all its members' NICs; inside a node one ring.
+  int nccl_channels = 0;
+  // NCCL's protocol for every collective: "auto" (the fastest per collective, as NCCL's tuner
+  // picks), or "LL", "LL128", "Simple" forced (NCCL_PROTO). models/collectives/protocol.hpp.
+  std::string nccl_protocol = "auto";
+  std::string compute_model        = "kernel";
+  // Simulate even when a stage needs more memory than the device has (`stepsim run
+  // --allow-oom`); otherwise that is an input error naming the memory breakdown.
+  bool allow_oom = false;
+  // flow: every transfer is a SimGrid flow sharing links with whatever else is in flight.
+  // analytic: every collective and transfer takes its closed form on its path's bottleneck link,
+  // contention ignored (fast sweeps).
+  std::string network_fidelity = "flow";
+  // What-if knobs. A straggler is a rank whose compute runs `slowdown` times longer, or a link
+  // (a SimGrid link name or a kind such as "nic" or "nvswitch") whose bandwidth is divided by it.
+  struct Straggler {
+    int rank = -1;    // -1 when this entry names a link
+    std::string link; // empty when this entry names a rank
+    double slowdown = 1.0;
+  };
+  std::vector<Straggler> stragglers;
+  // Deterministic per-kernel noise: every compute task is multiplied by exp(sigma·z), z drawn
+  // from N(0,1) by a generator seeded with `jitter_seed` and the task's rank and index.
+  double jitter_sigma = 0;
+  unsigned jitter_seed = 1;
+  // Compute slows by the device's calibration.comm_compute_interference while a collective runs
+  // beside it on a communication stream (on by default); false turns the effect off.
+  bool comm_compute_interference = true;
+};
+
+struct Scenario {
+  std::string name;
+  ModelSpec model;
+  TrainingSpec training;
+  ParallelSpec parallelism;
+  PlatformSpec platform;
+  SimulationSpec simulation;
+  nlohmann::json source; // the document it was read from, after --set, for the report
+
+  // Transformer layers in virtual stage `vs` (= chunk × pipeline + stage), and on pipeline stage
+  // `stage` over all its chunks.
+  int layers_in_virtual_stage(int vs) const;
+  int layers_on_stage(int stage) const;
+
+  long long micro_batches_per_replica() const
+  {
+    return training.global_batch_size / (training.micro_batch_size * parallelism.data);
+  }
+};
+
+// Checks and converts a scenario document; throws InputError with every problem found.
+// `base_dir` resolves relative paths inside it (model.hf_config).
+Scenario parse_scenario(const nlohmann::json& document, const std::string& base_dir = ".");
+
+} // namespace stepsim

@@ -1,0 +1,134 @@
+#include "sim/core/task_graph.hpp"
+
+namespace stepsim {
+
+const char* stream_name(Stream s)
+{
+  switch (s) {
+  case Stream::Compute: return "compute";
+  case Stream::Tensor: return "tensor";
+  case Stream::Data: return "data";
+  case Stream::SendNext: return "send_next";
+  case Stream::SendPrev: return "send_prev";
+  case Stream::RecvPrev: return "recv_prev";
+  case Stream::RecvNext: return "recv_next";
+  case Stream::Context: return "context";
+  case Stream::Expert: return "expert";
+  case Stream::ContextRecv: return "context_recv";
+  case Stream::ParamGather: return "param_gather";
+  case Stream::HostToDevice: return "host_to_device";
+  case Stream::DeviceToHost: return "device_to_host";
+  case Stream::Host: return "host";
+  }
+  return "?";
+}
+
+const char* pass_name(Pass p)
+{
+  switch (p) {
+  case Pass::Forward: return "forward";
+  case Pass::Backward: return "backward";
+  case Pass::BackwardInput: return "backward_input";
+  case Pass::BackwardWeight: return "backward_weight";
+  case Pass::Recompute: return "recompute";
+  case Pass::Optimizer: return "optimizer";
+  case Pass::Other: return "other";
+  }
+  return "?";
+}
+
+const char* collective_name(CollectiveOp op)
+{
+  switch (op) {
+  case CollectiveOp::AllReduce: return "all_reduce";
+  case CollectiveOp::AllGather: return "all_gather";
+  case CollectiveOp::ReduceScatter: return "reduce_scatter";
+  case CollectiveOp::AllToAll: return "all_to_all";
+  case CollectiveOp::Broadcast: return "broadcast";
+  case CollectiveOp::Reduce: return "reduce";
+  }
+  return "?";
+}
+
+double Work::flops() const
+{
+  double total = 0;
+  for (const auto& k : kernels)
+    total += k.flops();
+  return total;
+}
+
+std::vector<bool> ranks_in_use(const Workload& w)
+{
+  std::vector<bool> used(static_cast<size_t>(w.world_size), false);
+  for (const auto& g : w.groups)
+    for (int r : g.ranks)
+      used.at(static_cast<size_t>(r)) = true;
+  for (const auto& program : w.ranks) {
+    used.at(static_cast<size_t>(program.rank)) = true;
+    for (auto v : boost::make_iterator_range(boost::vertices(program.graph)))
+      if (program.graph[v].peer >= 0)
+        used.at(static_cast<size_t>(program.graph[v].peer)) = true;
+  }
+  return used;
+}
+
+// Designated initializers name each field set; the rest keep Task's defaults.
+Task compute_task(int work, Pass pass, int micro_batch, int chunk, Stream stream)
+{
+  return {.kind = TaskKind::Compute, .stream = stream, .pass = pass, .micro_batch = micro_batch, .chunk = chunk,
+          .work = work};
+}
+
+Task collective_task(Stream stream, CollectiveOp op, int group, double bytes, Pass pass, int micro_batch, int chunk)
+{
+  return {.kind        = TaskKind::Collective,
+          .stream      = stream,
+          .pass        = pass,
+          .micro_batch = micro_batch,
+          .chunk       = chunk,
+          .bytes       = bytes,
+          .group       = group,
+          .op          = op};
+}
+
+Task point_to_point_task(TaskKind kind, Stream stream, int peer, int tag, double bytes, Pass pass, int micro_batch,
+                         int chunk)
+{
+  return {.kind = kind, .stream = stream, .pass = pass, .micro_batch = micro_batch, .chunk = chunk, .bytes = bytes,
+          .peer = peer, .tag = tag};
+}
+
+Task host_copy_task(Stream stream, double bytes, Pass pass, int micro_batch, int chunk)
+{
+  return {.kind = TaskKind::HostCopy, .stream = stream, .pass = pass, .micro_batch = micro_batch, .chunk = chunk,
+          .bytes = bytes};
+}
+
+TaskId ProgramBuilder::add(const Task& task, TaskId after)
+{
+  TaskId id = add(task);
+  depends(id, after);
+  return id;
+}
+
+TaskId ProgramBuilder::add(const Task& task)
+{
+  TaskId id   = boost::add_vertex(task, program_.graph);
+  // Megatron issues tensor-parallel collectives on the compute stream: the next kernel waits for
+  // them, so they share the compute stream's order (they still count as communication).
+  const Stream order = task.stream == Stream::Tensor ? Stream::Compute : task.stream;
+  auto& last  = last_[static_cast<size_t>(order)];
+  if (last != kNone)
+    boost::add_edge(last, id, program_.graph);
+  last = id;
+  return id;
+}
+
+void ProgramBuilder::depends(TaskId later, TaskId earlier)
+{
+  if (earlier != kNone && later != kNone)
+    boost::add_edge(earlier, later, program_.graph);
+}
+
+} // namespace stepsim

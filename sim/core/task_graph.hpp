@@ -1,0 +1,145 @@
+// The workload as the engine sees it: per simulated rank, a graph of tasks (Boost.Graph) whose
+// edges are "must finish before". Plain data: the workload fills it, the cost models put seconds
+// on its compute work, the replay engine runs it. Nothing here knows what a transformer is.
+#pragma once
+
+#include "sim/core/kernel.hpp"
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include <array>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+// HostCopy: bytes between the rank's GPU and its node's CPU memory over the host link (PCIe),
+// towards the host on Stream::DeviceToHost, towards the GPU on Stream::HostToDevice.
+enum class TaskKind : uint8_t { Compute, Send, Recv, Collective, HostCopy };
+
+// Streams of one rank. Tasks on one stream run one after another in the order the workload gave;
+// tasks on different streams may overlap.
+enum class Stream : uint8_t {
+  Compute,
+  Tensor,       // tensor-parallel collectives
+  Data,         // data-parallel gradient collectives
+  SendNext,     // pipeline point-to-point, towards the next stage
+  SendPrev,
+  RecvPrev,
+  RecvNext,
+  Context,     // context-parallel ring: K/V (forward) and dK/dV (backward) sent to the next rank
+  Expert,      // expert-parallel token all-to-alls
+  ContextRecv, // context-parallel ring: receives from the previous rank, posted with the send
+  ParamGather,  // ZeRO-3 / FSDP parameter all-gathers, on their own stream as FSDP issues them
+  HostToDevice, // copy engines over the host link: cached parameters, offloaded optimizer results
+  DeviceToHost,
+  Host,         // work of the node's CPU for this rank (ZeRO-Offload's optimizer step)
+};
+inline constexpr int kStreamCount = 14;
+const char* stream_name(Stream s);
+// CPU work is neither GPU compute nor communication: the GPU idles through it.
+inline bool is_communication(Stream s) { return s != Stream::Compute && s != Stream::Host; }
+
+enum class Pass : uint8_t { Forward, Backward, BackwardInput, BackwardWeight, Recompute, Optimizer, Other };
+const char* pass_name(Pass p);
+
+enum class CollectiveOp : uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce };
+const char* collective_name(CollectiveOp op);
+
+struct Task {
+  TaskKind kind   = TaskKind::Compute;
+  Stream stream   = Stream::Compute;
+  Pass pass       = Pass::Other;
+  int micro_batch = -1;
+  int chunk       = 0;  // model chunk (virtual stage) on this rank
+  int work        = -1; // Compute: index into Workload::works
+  double bytes    = 0;  // Send/Recv: payload; Collective: each rank's buffer (the whole tensor)
+  int peer        = -1; // Send/Recv: global rank on the other side
+  int tag         = 0;  // Send/Recv: same on both sides
+  int group       = -1; // Collective: index into Workload::groups
+  CollectiveOp op = CollectiveOp::AllReduce;
+};
+
+// Each kind of task a lowering creates, filled in one place. micro_batch and chunk say which
+// pipeline pass a task belongs to (-1 and 0 outside any).
+Task compute_task(int work, Pass pass, int micro_batch = -1, int chunk = 0, Stream stream = Stream::Compute);
+Task collective_task(Stream stream, CollectiveOp op, int group, double bytes, Pass pass = Pass::Other,
+                     int micro_batch = -1, int chunk = 0);
+Task point_to_point_task(TaskKind kind, Stream stream, int peer, int tag, double bytes, Pass pass, int micro_batch,
+                         int chunk);
+Task host_copy_task(Stream stream, double bytes, Pass pass, int micro_batch, int chunk);
+
+using TaskGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Task>;
+using TaskId    = TaskGraph::vertex_descriptor;
+
+// A compute item shared by every task that runs the same kernels (e.g. one layer's forward).
+struct Work {
+  std::string name;
+  std::vector<Kernel> kernels;
+  double seconds = 0; // filled by the cost model
+  // > 0: the work runs on the node's CPU, bandwidth-bound at this many bytes per second (its
+  // kernels are memory kernels); cost models time it from this, not from the GPU.
+  double host_memory_Bps = 0;
+  double flops() const;
+};
+
+// A communicator: the ranks of one collective group, in ring order.
+struct Group {
+  std::string name;
+  std::vector<int> ranks;
+  // What collective algorithms that follow the hardware need (models/collectives/collective.hpp GroupShape),
+  // filled by the driver from the platform: the node of each member (empty = every member on a
+  // node of its own), whether the members share one node whose NVSwitch reduces in the switch
+  // (NVLS), and NCCL's channel count (simulation.nccl_channels; 0 = NCCL's default).
+  std::vector<int> node_of_member;
+  bool in_switch_reduction = false;
+  int channels             = 0;
+};
+
+struct RankProgram {
+  int rank  = 0;
+  int stage = 0; // pipeline stage
+  // Fraction by which this rank's compute slows while one of its collectives runs on a
+  // communication stream (NCCL kernels take SMs and memory bandwidth); 0 = no interference.
+  double comm_compute_interference = 0;
+  TaskGraph graph;
+  // Per lowered step, the task that completes its weight update (set only when the workload
+  // lowers several steps, see Workload::steps).
+  std::vector<TaskId> step_ends;
+};
+
+struct Workload {
+  int world_size = 0;
+  int stages     = 1;
+  std::vector<Group> groups;
+  std::vector<Work> works;
+  std::vector<RankProgram> ranks; // the simulated ranks, in increasing rank order
+  // Schedules without a pipeline flush (PipeDream) never start a step from an empty pipeline: the
+  // lowering lays out `steps` consecutive steps, and the step time is that of step
+  // `measured_step`, in steady state, from the end of the previous step's weight update to the
+  // end of its own (RankProgram::step_ends). Flushing schedules lower one step.
+  int steps         = 1;
+  int measured_step = 0;
+};
+
+// The ranks a replay touches: the simulated ones, their peers and the members of their groups.
+std::vector<bool> ranks_in_use(const Workload& w);
+
+// Builds a graph stream by stream: each added task depends on the previous task of its stream.
+class ProgramBuilder {
+public:
+  explicit ProgramBuilder(RankProgram& program) : program_(program) { last_.fill(kNone); }
+  TaskId add(const Task& task);
+  // add, and make the task wait for `after` as well as for its stream (kNone: the stream only).
+  TaskId add(const Task& task, TaskId after);
+  void depends(TaskId later, TaskId earlier);
+  static constexpr TaskId kNone = static_cast<TaskId>(-1);
+
+private:
+  RankProgram& program_;
+  std::array<TaskId, kStreamCount> last_;
+};
+
+} // namespace stepsim

@@ -1,0 +1,35 @@
+// Checks a lowered workload before the replay starts, so that a graph that cannot run to the end
+// is an error naming the rank and the task instead of a simulation that stalls or reads out of
+// range: a cycle inside one rank's graph, a send without its receive (or the reverse) between
+// simulated ranks, a cycle that only appears across ranks once each send is joined to its
+// receive, and references (peer, work, group) that point nowhere.
+#pragma once
+
+#include "sim/core/task_graph.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+// A workload that would deadlock or that the replay engine cannot run. Not an input error: the
+// lowering (a schedule, a workload) built it wrong, so the command line exits with 1.
+class GraphError : public std::runtime_error {
+public:
+  explicit GraphError(std::vector<std::string> problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+private:
+  std::vector<std::string> problems_;
+};
+
+// "task 12 (forward compute, micro-batch 3, chunk 0, stream compute)".
+std::string describe_task(const TaskGraph& graph, TaskId task);
+
+// Every problem found, in rank and task order (empty when the workload can run).
+std::vector<std::string> find_graph_problems(const Workload& w);
+// Throws GraphError listing the problems, if any.
+void check_task_graphs(const Workload& w);
+
+} // namespace stepsim

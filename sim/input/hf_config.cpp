@@ -1,0 +1,73 @@
+#include "sim/input/hf_config.hpp"
+
+#include "sim/core/input_error.hpp"
+
+#include <fmt/format.h>
+
+namespace stepsim {
+
+namespace {
+int get_int(const nlohmann::json& c, const char* key, Problems& problems, std::optional<int> fallback = std::nullopt)
+{
+  auto it = c.find(key);
+  if (it == c.end() || it->is_null()) {
+    if (!fallback)
+      problems.add(key, "missing in the HuggingFace config (expected a positive integer)");
+    return fallback.value_or(1);
+  }
+  if (!it->is_number_integer() || it->get<long long>() <= 0) {
+    problems.add(key, fmt::format("expected a positive integer in the HuggingFace config, got {}", it->dump()));
+    return fallback.value_or(1);
+  }
+  return it->get<int>();
+}
+} // namespace
+
+ModelSpec import_hf_config(const nlohmann::json& c)
+{
+  Problems problems;
+  ModelSpec m;
+  if (!c.is_object())
+    throw InputError({"expected a JSON object in the HuggingFace config"});
+  std::string type = c.value("model_type", std::string(""));
+  m.name           = c.value("_name_or_path", type.empty() ? std::string("hf-model") : type);
+  if (type == "gpt2") {
+    m.num_layers          = get_int(c, "n_layer", problems);
+    m.hidden_size         = get_int(c, "n_embd", problems);
+    m.num_attention_heads = get_int(c, "n_head", problems);
+    m.num_query_groups    = m.num_attention_heads;
+    m.ffn_hidden_size     = get_int(c, "n_inner", problems, 4 * m.hidden_size);
+    m.seq_length          = get_int(c, "n_positions", problems, 1024);
+    m.vocab_size          = get_int(c, "vocab_size", problems);
+    m.mlp                 = "gelu";
+    m.norm                = "layernorm";
+    m.tied_embeddings     = true;
+  } else if (type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "qwen2_moe" ||
+             type == "qwen3" || type == "qwen3_moe") {
+    m.num_layers          = get_int(c, "num_hidden_layers", problems);
+    m.hidden_size         = get_int(c, "hidden_size", problems);
+    m.num_attention_heads = get_int(c, "num_attention_heads", problems);
+    m.num_query_groups    = get_int(c, "num_key_value_heads", problems, m.num_attention_heads);
+    m.ffn_hidden_size     = get_int(c, "intermediate_size", problems);
+    m.seq_length          = get_int(c, "max_position_embeddings", problems, 4096);
+    m.vocab_size          = get_int(c, "vocab_size", problems);
+    m.mlp                 = "swiglu";
+    m.norm                = "rmsnorm";
+    m.tied_embeddings     = c.value("tie_word_embeddings", false);
+    if (c.contains("num_local_experts") || c.contains("num_experts")) {
+      m.num_experts = get_int(c, c.contains("num_local_experts") ? "num_local_experts" : "num_experts", problems);
+      m.moe_top_k   = get_int(c, "num_experts_per_tok", problems, 2);
+      if (c.contains("moe_intermediate_size"))
+        m.moe_ffn_hidden_size = get_int(c, "moe_intermediate_size", problems);
+    }
+  } else {
+    problems.add("model_type", fmt::format("\"{}\" is not a supported HuggingFace model type; expected one of "
+                                           "\"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", "
+                                           "\"qwen3_moe\", \"gpt2\"",
+                                           type));
+  }
+  problems.throw_if_any();
+  return m;
+}
+
+} // namespace stepsim

@@ -1,0 +1,12 @@
+// Import of a HuggingFace `config.json` (Llama, Mistral/Mixtral, Qwen2, GPT-2 families) into the
+// model fields of the scenario contract.
+#pragma once
+
+#include "sim/core/scenario.hpp"
+
+namespace stepsim {
+
+// Throws InputError naming the config key that is missing or of the wrong type.
+ModelSpec import_hf_config(const nlohmann::json& config);
+
+} // namespace stepsim

@@ -1,0 +1,356 @@
+#include "sim/input/json_reader.hpp"
+
+#include "sim/core/units.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace stepsim {
+
+const nlohmann::json JsonReader::empty_object_ = nlohmann::json::object();
+
+namespace {
+std::string type_name(const nlohmann::json& v)
+{
+  if (v.is_null())
+    return "null";
+  if (v.is_boolean())
+    return "a boolean";
+  if (v.is_number())
+    return fmt::format("the number {}", v.dump());
+  if (v.is_string())
+    return fmt::format("the string {}", v.dump());
+  if (v.is_array())
+    return "an array";
+  return "an object";
+}
+
+std::string choices_text(const std::vector<std::string>& choices)
+{
+  std::string out;
+  for (size_t i = 0; i < choices.size(); ++i)
+    out += (i == 0 ? "" : ", ") + fmt::format("\"{}\"", choices[i]);
+  return out;
+}
+} // namespace
+
+JsonReader::JsonReader(const nlohmann::json& node, std::string path, Problems& problems)
+    : node_(&node), path_(std::move(path)), problems_(&problems)
+{
+  if (!node_->is_object()) {
+    problems_->add(path_.empty() ? "(top level)" : path_, "expected an object, got " + type_name(*node_));
+    node_ = &empty_object_;
+  }
+}
+
+bool JsonReader::has(const std::string& key) const { return node_->contains(key); }
+
+std::string JsonReader::path_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+const nlohmann::json* JsonReader::raw(const std::string& key)
+{
+  known_.insert(key);
+  auto it = node_->find(key);
+  return it == node_->end() ? nullptr : &*it;
+}
+
+const nlohmann::json* JsonReader::lookup(const std::string& key, bool required, const char* expected)
+{
+  const nlohmann::json* v = raw(key);
+  if (v == nullptr && required)
+    problems_->add(path_of(key), fmt::format("required field is missing (expected {})", expected));
+  return v;
+}
+
+long long JsonReader::integer(const std::string& key, std::optional<long long> fallback, long long minimum,
+                              long long maximum)
+{
+  const char* expected = minimum == 1 ? "a positive integer" : "an integer";
+  const nlohmann::json* v = lookup(key, !fallback.has_value(), expected);
+  if (v == nullptr)
+    return fallback.value_or(minimum);
+  if (!v->is_number_integer() && !(v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
+                                   std::fabs(v->get<double>()) < 9e15)) {
+    problems_->add(path_of(key), fmt::format("expected {}, got {}", expected, type_name(*v)));
+    return fallback.value_or(minimum);
+  }
+  long long value = v->is_number_integer() ? v->get<long long>() : static_cast<long long>(v->get<double>());
+  if (value < minimum) {
+    problems_->add(path_of(key), fmt::format("expected an integer >= {}, got {}", minimum, value));
+    return fallback.value_or(minimum);
+  }
+  if (value > maximum) {
+    problems_->add(path_of(key), fmt::format("expected an integer <= {}, got {}", maximum, value));
+    return fallback.value_or(minimum);
+  }
+  return value;
+}
+
+double JsonReader::number(const std::string& key, std::optional<double> fallback, double minimum, bool exclusive)
+{
+  const nlohmann::json* v = lookup(key, !fallback.has_value(), "a number");
+  if (v == nullptr)
+    return fallback.value_or(minimum);
+  if (!v->is_number()) {
+    problems_->add(path_of(key), fmt::format("expected a number, got {}", type_name(*v)));
+    return fallback.value_or(minimum);
+  }
+  double value = v->get<double>();
+  if (!std::isfinite(value) || value < minimum || (exclusive && value == minimum)) {
+    problems_->add(path_of(key),
+                   fmt::format("expected a number {} {}, got {}", exclusive ? ">" : ">=", minimum, v->dump()));
+    return fallback.value_or(minimum);
+  }
+  return value;
+}
+
+std::string JsonReader::text(const std::string& key, std::optional<std::string> fallback,
+                             const std::vector<std::string>& choices)
+{
+  std::string expected = choices.empty() ? "a string" : "one of " + choices_text(choices);
+  const nlohmann::json* v = lookup(key, !fallback.has_value(), expected.c_str());
+  if (v == nullptr)
+    return fallback.value_or("");
+  if (!v->is_string()) {
+    problems_->add(path_of(key), fmt::format("expected {}, got {}", expected, type_name(*v)));
+    return fallback.value_or(choices.empty() ? "" : choices.front());
+  }
+  std::string value = v->get<std::string>();
+  if (!choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end()) {
+    std::string near = closest_name(value, choices);
+    problems_->add(path_of(key), fmt::format("unknown value \"{}\"{}; expected {}", value,
+                                             near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
+                                             expected));
+    return fallback.value_or(choices.front());
+  }
+  return value;
+}
+
+bool JsonReader::boolean(const std::string& key, std::optional<bool> fallback)
+{
+  const nlohmann::json* v = lookup(key, !fallback.has_value(), "true or false");
+  if (v == nullptr)
+    return fallback.value_or(false);
+  if (!v->is_boolean()) {
+    problems_->add(path_of(key), fmt::format("expected true or false, got {}", type_name(*v)));
+    return fallback.value_or(false);
+  }
+  return v->get<bool>();
+}
+
+double JsonReader::with_unit(const std::string& key, std::optional<double> fallback, const char* expected,
+                             std::optional<double> (*parse)(const std::string&))
+{
+  const nlohmann::json* v = lookup(key, !fallback.has_value(), expected);
+  if (v == nullptr)
+    return fallback.value_or(0.0);
+  std::optional<double> value;
+  if (v->is_number())
+    value = v->get<double>();
+  else if (v->is_string())
+    value = parse(v->get<std::string>());
+  if (!value || !std::isfinite(*value) || *value < 0) {
+    problems_->add(path_of(key), fmt::format("expected {}, got {}", expected, type_name(*v)));
+    return fallback.value_or(0.0);
+  }
+  return *value;
+}
+
+double JsonReader::bandwidth(const std::string& key, std::optional<double> fallback)
+{
+  double value = with_unit(key, fallback, "a bandwidth such as \"200Gbps\" or \"300GBps\"", units::parse_bandwidth);
+  if (value <= 0 && has(key)) {
+    problems_->add(path_of(key), "expected a bandwidth above zero");
+    return fallback.value_or(1.0);
+  }
+  return value;
+}
+
+double JsonReader::time(const std::string& key, std::optional<double> fallback)
+{
+  return with_unit(key, fallback, "a time such as \"1.5us\"", units::parse_time);
+}
+
+double JsonReader::bytes(const std::string& key, std::optional<double> fallback)
+{
+  return with_unit(key, fallback, "a size such as \"25MB\"", units::parse_bytes);
+}
+
+JsonReader JsonReader::object(const std::string& key, bool required)
+{
+  const nlohmann::json* v = lookup(key, required, "an object");
+  if (v == nullptr)
+    return JsonReader(empty_object_, path_of(key), *problems_);
+  return JsonReader(*v, path_of(key), *problems_);
+}
+
+std::vector<JsonReader> JsonReader::array_of_objects(const std::string& key, bool required)
+{
+  std::vector<JsonReader> out;
+  const nlohmann::json* v = lookup(key, required, "an array of objects");
+  if (v == nullptr)
+    return out;
+  if (!v->is_array() || v->empty()) {
+    problems_->add(path_of(key), fmt::format("expected a non-empty array of objects, got {}", type_name(*v)));
+    return out;
+  }
+  for (size_t i = 0; i < v->size(); ++i)
+    out.emplace_back((*v)[i], fmt::format("{}[{}]", path_of(key), i), *problems_);
+  return out;
+}
+
+void JsonReader::reject_unknown_keys()
+{
+  std::vector<std::string> valid(known_.begin(), known_.end());
+  for (const auto& [key, value] : node_->items()) {
+    if (known_.count(key) != 0)
+      continue;
+    std::string near = closest_name(key, valid);
+    problems_->add(path_of(key), near.empty() ? std::string("unknown key")
+                                              : fmt::format("unknown key (did you mean \"{}\"?)", near));
+  }
+}
+
+namespace {
+// Line and column (from 1) of byte `offset` of `text`.
+std::pair<size_t, size_t> line_and_column(const std::string& text, size_t offset)
+{
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+// Where the nesting of arrays and objects first goes deeper than kMaxJsonDepth, if it does.
+std::optional<size_t> too_deep_at(const std::string& text)
+{
+  int depth      = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+} // namespace
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& what)
+{
+  if (auto at = too_deep_at(text)) {
+    auto [line, column] = line_and_column(text, *at);
+    throw InputError({fmt::format("{}: malformed JSON at line {}, column {}: arrays and objects nested deeper than {}",
+                                  what, line, column, kMaxJsonDepth)});
+  }
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // Turn the byte offset (1-based, at the offending character) into a line and column.
+    auto [line, column] = line_and_column(text, e.byte > 0 ? e.byte - 1 : 0);
+    std::string reason = e.what();
+    auto colon         = reason.rfind(": ");
+    if (colon != std::string::npos)
+      reason = reason.substr(colon + 2);
+    throw InputError({fmt::format("{}: malformed JSON at line {}, column {}: {}", what, line, column, reason)});
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond a double ("1e999") is out_of_range, which carries no position: find the
+    // number the message quotes.
+    std::string reason = e.what();
+    auto open          = reason.find('\'');
+    auto close         = open == std::string::npos ? open : reason.find('\'', open + 1);
+    size_t at          = 0;
+    if (close != std::string::npos) {
+      size_t found = text.find(reason.substr(open + 1, close - open - 1));
+      at           = found == std::string::npos ? 0 : found;
+    }
+    auto [line, column] = line_and_column(text, at);
+    auto colon          = reason.find("] ");
+    if (colon != std::string::npos)
+      reason = reason.substr(colon + 2);
+    throw InputError({fmt::format("{}: malformed JSON at line {}, column {}: {}", what, line, column, reason)});
+  }
+}
+
+nlohmann::json read_json_file(const std::string& file)
+{
+  std::error_code error;
+  auto status = std::filesystem::status(file, error);
+  if (error || !std::filesystem::exists(status))
+    throw InputError({fmt::format("{}: cannot open the file", file)});
+  // A directory, a FIFO or a device (/dev/zero) would hang or read without end.
+  if (!std::filesystem::is_regular_file(status))
+    throw InputError({fmt::format("{}: not a regular file", file)});
+  auto size = std::filesystem::file_size(file, error);
+  if (!error && size > static_cast<uintmax_t>(kMaxJsonFileBytes))
+    throw InputError({fmt::format("{}: {} bytes, more than the {} a scenario file may have", file, size,
+                                  kMaxJsonFileBytes)});
+  std::ifstream in(file);
+  if (!in)
+    throw InputError({fmt::format("{}: cannot open the file", file)});
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_json_text(buffer.str(), file);
+}
+
+void set_by_path(nlohmann::json& document, const std::string& assignment)
+{
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError({fmt::format("--set {}: expected path=value, e.g. parallelism.tensor=4", assignment)});
+  std::string path  = assignment.substr(0, eq);
+  std::string value = assignment.substr(eq + 1);
+  // Error messages write array elements as node_groups[0]; accept that spelling beside node_groups.0.
+  for (size_t open = path.find('['); open != std::string::npos; open = path.find('[', open)) {
+    size_t close = path.find(']', open);
+    if (close == std::string::npos)
+      throw InputError({fmt::format("--set {}: a '[' without its ']'", path)});
+    path = path.substr(0, open) + "." + path.substr(open + 1, close - open - 1) + path.substr(close + 1);
+  }
+  nlohmann::json* node = &document;
+  size_t start         = 0;
+  while (true) {
+    size_t dot       = path.find('.', start);
+    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty())
+      throw InputError({fmt::format("--set {}: empty name in the path", path)});
+    if (node->is_array()) {
+      char* end   = nullptr;
+      long  index = std::strtol(part.c_str(), &end, 10);
+      if (*end != '\0' || index < 0 || static_cast<size_t>(index) >= node->size())
+        throw InputError({fmt::format("--set {}: \"{}\" is not an index of that array", path, part)});
+      node = &(*node)[static_cast<size_t>(index)];
+    } else {
+      if (!node->is_object() && !node->is_null())
+        throw InputError({fmt::format("--set {}: \"{}\" is inside a value that is not an object", path, part)});
+      node = &(*node)[part];
+    }
+    if (dot == std::string::npos)
+      break;
+    start = dot + 1;
+  }
+  nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
+  *node                 = parsed.is_discarded() ? nlohmann::json(value) : parsed;
+}
+
+} // namespace stepsim

@@ -1,0 +1,198 @@
+#include "sim/input/network_parse.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+namespace stepsim {
+namespace {
+
+constexpr long long kMaxFabricSize = 1LL << 20;
+
+std::vector<int> int_list(JsonReader& r, const std::string& key, long long minimum, long long maximum,
+                          const std::string& expected)
+{
+  std::vector<int> out;
+  const auto* v = r.raw(key);
+  if (v == nullptr)
+    return out;
+  bool ok = v->is_array() && !v->empty();
+  for (const auto& n : ok ? *v : nlohmann::json::array())
+    ok = ok && n.is_number_integer() && n.get<long long>() >= minimum && n.get<long long>() <= maximum;
+  if (ok)
+    return v->get<std::vector<int>>();
+  r.problems().add(r.path_of(key), fmt::format("expected {}, got {}", expected, v->dump()));
+  return {};
+}
+
+void read_link(JsonReader& r, FabricLinkSpec& link)
+{
+  link.bandwidth_Bps = r.has("link_bandwidth") ? r.bandwidth("link_bandwidth") : 0.0;
+  link.latency_s     = r.time("link_latency", 0.5e-6);
+}
+
+void read_torus(JsonReader r, TorusSpec& t, int nodes)
+{
+  t.dimensions = int_list(r, "dimensions", 1, 1 << 16, "a non-empty array of router counts, each at least 1");
+  read_link(r, t.link);
+  r.reject_unknown_keys();
+  if (t.dimensions.empty()) {
+    if (!r.has("dimensions"))
+      r.problems().add(r.path_of("dimensions"), "required field is missing (expected the routers along each "
+                                                "dimension, e.g. [4, 4])");
+    return;
+  }
+  long long routers = 1;
+  for (int d : t.dimensions)
+    routers = std::min(routers * d, kMaxFabricSize + 1);
+  if (routers < nodes || routers > kMaxFabricSize)
+    r.problems().add(r.path_of("dimensions"),
+                     fmt::format("{} routers (one node each) for {} nodes; expected between {} and {}",
+                                 routers, nodes, nodes, kMaxFabricSize));
+}
+
+void read_dragonfly(JsonReader r, DragonflySpec& d, int nodes)
+{
+  d.groups           = static_cast<int>(r.integer("groups", std::nullopt, 1, 1 << 16));
+  d.group_links      = static_cast<int>(r.integer("group_links", 1, 1, 1 << 10));
+  d.chassis          = static_cast<int>(r.integer("chassis", 1, 1, 1 << 16));
+  d.chassis_links    = static_cast<int>(r.integer("chassis_links", 1, 1, 1 << 10));
+  d.routers          = static_cast<int>(r.integer("routers", 1, 1, 1 << 16));
+  d.router_links     = static_cast<int>(r.integer("router_links", 1, 1, 1 << 10));
+  d.nodes_per_router = static_cast<int>(r.integer("nodes_per_router", 1, 1, 1 << 16));
+  read_link(r, d.link);
+  r.reject_unknown_keys();
+  const long long slots = 1LL * d.groups * d.chassis * d.routers * d.nodes_per_router;
+  if (d.groups > 0 && (slots < nodes || slots > kMaxFabricSize))
+    r.problems().add(r.path(), fmt::format("groups {} × chassis {} × routers {} × nodes_per_router {} = {} node "
+                                           "slots for {} nodes; expected between {} and {}",
+                                           d.groups, d.chassis, d.routers, d.nodes_per_router, slots, nodes, nodes,
+                                           kMaxFabricSize));
+}
+
+void read_custom(JsonReader& net, NetworkSpec& n, int nodes)
+{
+  const size_t problems_before = net.problems().list().size();
+  std::map<std::string, std::string> switch_path; // name -> where it was declared
+  std::vector<std::string> attached(static_cast<size_t>(nodes));
+  for (auto& s : net.array_of_objects("switches", true)) {
+    SwitchSpec spec;
+    spec.name = s.text("name");
+    spec.nodes = int_list(s, "nodes", 0, nodes - 1,
+                          fmt::format("a non-empty array of node indices from 0 to {}", nodes - 1));
+    s.reject_unknown_keys();
+    if (!spec.name.empty() && !switch_path.emplace(spec.name, s.path()).second)
+      s.problems().add(s.path_of("name"), fmt::format("\"{}\" is already the name of {}", spec.name,
+                                                      switch_path[spec.name]));
+    for (int node : spec.nodes) {
+      auto& where = attached[static_cast<size_t>(node)];
+      if (!where.empty())
+        s.problems().add(s.path_of("nodes"), fmt::format("node {} already hangs from switch \"{}\"", node, where));
+      where = spec.name;
+    }
+    n.switches.push_back(spec);
+  }
+  std::vector<std::string> names;
+  for (const auto& [name, path] : switch_path)
+    names.push_back(name);
+  auto known_switch = [&](JsonReader& l, const std::string& key, const std::string& name) {
+    if (name.empty() || switch_path.count(name) != 0)
+      return;
+    std::string near = closest_name(name, names);
+    l.problems().add(l.path_of(key), fmt::format("unknown switch \"{}\"{}", name,
+                                                 near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+  };
+  for (auto& l : net.array_of_objects("links", n.switches.size() > 1)) {
+    SwitchLinkSpec spec;
+    spec.from          = l.text("from");
+    spec.to            = l.text("to");
+    spec.bandwidth_Bps = l.bandwidth("bandwidth");
+    spec.latency_s     = l.time("latency", 0.0);
+    l.reject_unknown_keys();
+    known_switch(l, "from", spec.from);
+    known_switch(l, "to", spec.to);
+    if (!spec.from.empty() && spec.from == spec.to)
+      l.problems().add(l.path_of("to"), fmt::format("a link from \"{}\" to itself", spec.from));
+    n.links.push_back(spec);
+  }
+  if (switch_path.size() != n.switches.size())
+    return; // already reported
+  for (int node = 0; node < nodes; ++node)
+    if (attached[static_cast<size_t>(node)].empty()) {
+      net.problems().add(net.path_of("switches"), fmt::format("node {} hangs from no switch; list it in the "
+                                                              "\"nodes\" of one", node));
+      break;
+    }
+  // Every switch must reach every other, or some routes would not exist.
+  if (n.switches.empty() || net.problems().list().size() != problems_before)
+    return;
+  std::map<std::string, std::vector<std::string>> adjacent;
+  for (const auto& l : n.links) {
+    adjacent[l.from].push_back(l.to);
+    adjacent[l.to].push_back(l.from);
+  }
+  std::set<std::string> seen{n.switches[0].name};
+  std::vector<std::string> todo{n.switches[0].name};
+  while (!todo.empty()) {
+    std::string s = todo.back();
+    todo.pop_back();
+    for (const auto& t : adjacent[s])
+      if (seen.insert(t).second)
+        todo.push_back(t);
+  }
+  for (const auto& s : n.switches)
+    if (seen.count(s.name) == 0) {
+      net.problems().add(net.path_of("links"), fmt::format("switch \"{}\" is not connected to switch \"{}\"", s.name,
+                                                           n.switches[0].name));
+      break;
+    }
+}
+
+void read_wifi(JsonReader r, WifiSpec& w, const std::vector<NodeGroupSpec>& groups)
+{
+  w.stations  = int_list(r, "stations", 0, static_cast<long long>(groups.size()) - 1,
+                         fmt::format("a non-empty array of node group indices from 0 to {}", groups.size() - 1));
+  if (!r.has("stations"))
+    w.stations = {0};
+  w.rate_Bps  = r.bandwidth("rate");
+  w.latency_s = r.time("latency", 0.0);
+  r.reject_unknown_keys();
+  for (int g : w.stations)
+    if (g < static_cast<int>(groups.size()) && groups[static_cast<size_t>(g)].gpus_per_node != 1)
+      r.problems().add(r.path_of("stations"),
+                       fmt::format("node group {} has {} GPUs per node; a Wi-Fi station is one device with one GPU "
+                                   "(gpus_per_node 1)", g, groups[static_cast<size_t>(g)].gpus_per_node));
+}
+
+} // namespace
+
+void read_network(JsonReader net, NetworkSpec& n, const std::vector<NodeGroupSpec>& groups)
+{
+  int nodes = 0;
+  for (const auto& g : groups)
+    nodes += g.count;
+  n.topology         = net.text("topology", std::string("fat_tree"));
+  n.oversubscription = net.number("oversubscription", 1.0, 1.0);
+  n.leaf_radix       = static_cast<int>(net.integer("leaf_radix", 32, 1, kMaxFabricSize));
+  n.levels           = static_cast<int>(net.integer("levels", 2, 2, 3));
+  n.pod_radix        = static_cast<int>(net.integer("pod_radix", 8, 1, kMaxFabricSize));
+  n.core_oversubscription = net.number("core_oversubscription", 1.0, 1.0);
+  // A fabric's object is required by its topology; when it is missing, that is the one problem.
+  auto section = [&](const char* key) {
+    if (n.topology == key && !net.has(key))
+      net.object(key, true);
+    return net.has(key);
+  };
+  if (section("torus"))
+    read_torus(net.object("torus"), n.torus, nodes);
+  if (section("dragonfly"))
+    read_dragonfly(net.object("dragonfly"), n.dragonfly, nodes);
+  if (n.topology == "custom" || net.has("switches") || net.has("links"))
+    read_custom(net, n, nodes);
+  if (section("wifi"))
+    read_wifi(net.object("wifi"), n.wifi, groups);
+  net.reject_unknown_keys();
+}
+
+} // namespace stepsim

@@ -1,0 +1,45 @@
+// The whole road of the design notes, wired: scenario → workload → costs → SimGrid replay →
+// report. The command line, sweeps and tests all come through here.
+#pragma once
+
+#include "sim/core/report.hpp"
+#include "sim/core/scenario.hpp"
+#include "sim/output/timeline.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+// Reads a scenario file, applies `--set path=value` assignments, parses and validates it.
+Scenario load_scenario(const std::string& file, const std::vector<std::string>& assignments = {});
+// Parses and validates an in-memory document (tests, sweeps).
+Scenario scenario_from_json(const nlohmann::json& document, const std::string& base_dir = ".");
+
+// Checks what needs the registries and the device catalogue; throws InputError naming each path.
+void validate(const Scenario& s);
+
+// Why the scenario does not fit in device memory: the stage with the peak, its breakdown
+// (weights, gradients, optimizer, activations, buffers) against the capacity. "" when it fits.
+// simulate() rejects such a scenario (InputError) unless simulation.allow_oom; sweeps can call
+// this to put the reason in the row without simulating.
+std::string memory_problem(const Scenario& s);
+
+// Simulates one step in this process. SimGrid allows one engine per process, so a process calls
+// this once; simulate_isolated runs it in a child process and may be called any number of times.
+// When `timeline` is given it receives what every simulated rank did and when (for traces and
+// pictures).
+// With `link_count` > 0 the report lists that many of the busiest links (`run --links`).
+Report simulate(const Scenario& s, Timeline* timeline = nullptr, int link_count = 0);
+Report simulate_isolated(const Scenario& s);
+
+// Runs `body` in a forked child process and returns the text it produced (SimGrid's one engine
+// per process makes this the way to run several simulations from one program).
+// With `peak_rss_kb`, also the child's peak resident memory (the benchmark's figure).
+std::string run_in_child(const std::function<std::string()>& body, long* peak_rss_kb = nullptr);
+
+// Report fields that need no simulation (FLOPs, memory).
+Report analytic_report(const Scenario& s);
+
+} // namespace stepsim

@@ -1,0 +1,2 @@
+#pragma once
+#include "sim/core/scenario.hpp" // downward: allowed

@@ -1,0 +1,89 @@
+#include "topologies/collective_groups.hpp"
+
+#include "models/collectives/protocol.hpp"
+
+#include "models/device.hpp"
+#include "sim/core/input_error.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+
+namespace stepsim {
+
+std::vector<int> node_of_gpu(const PlatformSpec& platform)
+{
+  std::vector<int> out;
+  int node = 0;
+  for (const auto& g : platform.node_groups)
+    for (int i = 0; i < g.count; ++i, ++node)
+      out.insert(out.end(), static_cast<size_t>(g.gpus_per_node), node);
+  return out;
+}
+
+bool in_switch_reduction(const NodeGroupSpec& group)
+{
+  // NVLS is a feature of the NVSwitch chip: PCIe boards, cube meshes and meshes have none.
+  if (group.gpus_per_node < 2 || (group.intra_node.type != "nvswitch" && group.intra_node.type != "nvl72"))
+    return false;
+  return load_device(group.gpu, "platform.node_groups[].gpu").nvls;
+}
+
+void describe_groups(Workload& w, const PlatformSpec& platform, const std::vector<int>& gpu_of_rank, int channels)
+{
+  const std::vector<int> node = node_of_gpu(platform);
+  std::vector<char> reduces; // per node
+  for (const auto& g : platform.node_groups) {
+    const bool nvls = in_switch_reduction(g);
+    reduces.insert(reduces.end(), static_cast<size_t>(g.count), nvls ? 1 : 0);
+  }
+  for (auto& group : w.groups) {
+    group.node_of_member.clear();
+    for (int rank : group.ranks) {
+      const int gpu = gpu_of_rank.empty() ? rank : gpu_of_rank.at(static_cast<size_t>(rank));
+      group.node_of_member.push_back(node.at(static_cast<size_t>(gpu)));
+    }
+    bool one_node = true;
+    for (int n : group.node_of_member)
+      one_node = one_node && n == group.node_of_member.front();
+    group.in_switch_reduction =
+        !group.node_of_member.empty() && one_node && reduces.at(static_cast<size_t>(group.node_of_member.front()));
+    group.channels = channels;
+  }
+}
+
+CollectiveAlgorithm scenario_collective_algorithm(const SimulationSpec& s)
+{
+  return with_protocol_choice(
+      collective_choice(s.collective_algorithm, s.collective_algorithm_per_op, "simulation.collective_algorithm"),
+      s.nccl_protocol, "simulation.nccl_protocol");
+}
+
+void check_collectives(const Workload& w, const SimulationSpec& s, const CollectiveAlgorithm& algorithm)
+{
+  std::set<std::tuple<int, CollectiveOp, double>> seen;
+  for (const auto& program : w.ranks)
+    for (auto v : boost::make_iterator_range(boost::vertices(program.graph))) {
+      const Task& t = program.graph[v];
+      if (t.kind != TaskKind::Collective || !seen.emplace(t.group, t.op, t.bytes).second)
+        continue;
+      const Group& group = w.groups[static_cast<size_t>(t.group)];
+      const GroupShape g = group_shape(group);
+      const auto forced  = s.collective_algorithm_per_op.find(collective_name(t.op));
+      const bool per_op  = forced != s.collective_algorithm_per_op.end();
+      const std::string name = per_op ? forced->second : s.collective_algorithm;
+      try {
+        const auto& a = concrete_algorithm(algorithm, t.op, g, t.bytes);
+        a.steps(t.op, g, t.bytes);
+      } catch (const std::invalid_argument& e) {
+        throw InputError({fmt::format("simulation.collective_algorithm{}: \"{}\" cannot run the {} group of {}: {}",
+                                      per_op ? std::string(".") + collective_name(t.op) : std::string(), name,
+                                      group.name.substr(0, group.name.find('/')), group.ranks.size(), e.what())});
+      }
+    }
+}
+
+} // namespace stepsim

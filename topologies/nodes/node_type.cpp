@@ -1,0 +1,150 @@
+#include "topologies/nodes/node_type.hpp"
+
+#include "models/device.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/core/task_graph.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace stepsim {
+
+namespace sg4   = simgrid::s4u;
+using Direction = sg4::LinkInRoute::Direction;
+
+std::string NodeBuild::name(const std::string& role) const
+{
+  return fmt::format("node{}-{}", node, role);
+}
+
+NetPoint* NodeBuild::router(const std::string& role)
+{
+  return zone->create_router(name(role));
+}
+
+sg4::Link* NodeBuild::link(const std::string& role, double Bps, double latency_s)
+{
+  auto* l = zone->create_split_duplex_link(name(role), Bps);
+  l->set_latency(latency_s)->seal();
+  return l;
+}
+
+void NodeBuild::route(NetPoint* from, NetPoint* to, const Path& path, bool symmetrical)
+{
+  zone->add_route(from, to, nullptr, nullptr, path, symmetrical);
+}
+
+NetPoint* NodeBuild::gpu(int local) const
+{
+  auto* h = gpus[static_cast<size_t>(local)];
+  return h == nullptr ? nullptr : h->get_netpoint();
+}
+
+int NodeBuild::built_gpus() const
+{
+  int n = 0;
+  for (const auto* h : gpus)
+    n += h != nullptr ? 1 : 0;
+  return n;
+}
+
+void NodeBuild::route_gpu_pairs(const std::function<Path(int a, int b)>& path)
+{
+  const int n = static_cast<int>(gpus.size());
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b)
+      if (gpu(a) != nullptr && gpu(b) != nullptr)
+        route(gpu(a), gpu(b), path(a, b));
+}
+
+void NodeBuild::route_to_cpu(const std::function<Path(int g)>& to_root)
+{
+  if (cpu == nullptr)
+    return;
+  for (int g = 0; g < static_cast<int>(gpus.size()); ++g)
+    if (gpu(g) != nullptr) {
+      Path p = to_root(g);
+      p.emplace_back(memory_link, Direction::UP);
+      route(gpu(g), cpu->get_netpoint(), p);
+    }
+}
+
+void NodeBuild::add_host_links()
+{
+  if (cpu == nullptr)
+    return;
+  std::vector<sg4::Link*> host(gpus.size(), nullptr);
+  for (int g = 0; g < static_cast<int>(gpus.size()); ++g)
+    if (gpu(g) != nullptr)
+      host[static_cast<size_t>(g)] = link(fmt::format("gpu{}-host", g), host_link_Bps, group->host.link_latency_s);
+  route_to_cpu([&](int g) { return Path{Hop(host[static_cast<size_t>(g)], Direction::UP)}; });
+}
+
+void NodeBuild::star(const std::string& role, double Bps, double latency_s)
+{
+  if (built_gpus() < 2)
+    return;
+  std::vector<sg4::Link*> up(gpus.size(), nullptr);
+  for (int g = 0; g < static_cast<int>(gpus.size()); ++g)
+    if (gpu(g) != nullptr)
+      up[static_cast<size_t>(g)] = link(fmt::format("gpu{}-{}", g, role), Bps, latency_s / 2);
+  route_gpu_pairs([&](int a, int b) {
+    return Path{Hop(up[static_cast<size_t>(a)], Direction::UP), Hop(up[static_cast<size_t>(b)], Direction::DOWN)};
+  });
+}
+
+sg4::Host* build_cpu_host(NodeBuild& b)
+{
+  if (!b.host_side)
+    return nullptr;
+  b.cpu = b.zone->create_host(b.name("cpu"), 1e9);
+  // Host-side work (an offloaded optimizer step, a cached-parameter copy) runs beside the GPUs'
+  // streams, as the CPU's cores do.
+  b.cpu->set_core_count(kStreamCount);
+  b.memory_link = b.link("cpu-memory", b.group->host.memory_bandwidth_Bps, 0);
+  return b.cpu;
+}
+
+double host_link_bandwidth(const NodeGroupSpec& g, const std::string& path)
+{
+  if (g.host.link_bandwidth_Bps > 0)
+    return g.host.link_bandwidth_Bps;
+  // Every node of a group asks; a device file is read once per process.
+  static std::map<std::string, double> cache;
+  auto it = cache.find(g.gpu);
+  if (it == cache.end())
+    it = cache.emplace(g.gpu, load_device(g.gpu, path + ".gpu").host_link_bandwidth_Bps).first;
+  const double device = it->second;
+  if (device <= 0)
+    throw InputError({fmt::format("{}.host.link_bandwidth: device \"{}\" gives no host_link_bandwidth; "
+                                  "expected a bandwidth such as \"32GBps\"", path, g.gpu)});
+  return device;
+}
+
+void check_node_types(const PlatformSpec& spec)
+{
+  Problems problems;
+  for (size_t i = 0; i < spec.node_groups.size(); ++i) {
+    const auto& g          = spec.node_groups[i];
+    const std::string path = fmt::format("platform.node_groups[{}].intra_node", i);
+    const NodeType* type   = nullptr;
+    try {
+      type = &NodeTypeRegistry::get(g.intra_node.type, path + ".type");
+    } catch (const InputError& e) {
+      for (const auto& p : e.problems())
+        problems.add("", p);
+      continue;
+    }
+    if (type->gpus_per_node != 0 && g.gpus_per_node != type->gpus_per_node)
+      problems.add(fmt::format("platform.node_groups[{}].gpus_per_node", i),
+                   fmt::format("a \"{}\" node has {} GPUs, got {}", g.intra_node.type, type->gpus_per_node,
+                               g.gpus_per_node));
+    if (type->check)
+      for (const auto& p : type->check(g))
+        problems.add("", path + "." + p);
+  }
+  problems.throw_if_any();
+}
+
+} // namespace stepsim

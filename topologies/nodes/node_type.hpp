@@ -1,0 +1,101 @@
+// The inside of a node, one builder per `intra_node.type` (topologies/node_*.cpp), registered by
+// name in NodeTypeRegistry. The platform builder (platform.cpp) makes the node's zone, its GPU
+// hosts, its CPU host and its gateway; the node type builds the links between the GPUs and to the
+// CPU and adds the routes over them; the platform builder then adds the NICs.
+//
+// A node is a SimGrid Full zone: every route inside it is given explicitly, link by link. A
+// shortest-path zone (Floyd) would take any shortcut the graph offers, such as GPU -> NIC ->
+// gateway -> NIC -> GPU, or a route through the CPU, instead of the NVLink or XY mesh route the
+// hardware uses; explicit routes say exactly which links a transfer crosses, and the lookup is a
+// table read. A node type adds the route between every two built GPUs and from every built GPU
+// to the CPU host.
+//
+// Link names are "node{N}-{role}" with the role naming what the link joins ("gpu3-nvswitch",
+// "gpu0-gpu3-nvlink", "switch1-root"), so that `stepsim platform` groups them by kind.
+#pragma once
+
+#include "sim/core/registry.hpp"
+#include "sim/core/scenario.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+using NetPoint = simgrid::kernel::routing::NetPoint;
+using Hop      = simgrid::s4u::LinkInRoute;
+using Path     = std::vector<Hop>;
+
+// One node while it is being built.
+struct NodeBuild {
+  simgrid::s4u::NetZone* zone = nullptr;
+  const NodeGroupSpec* group  = nullptr;
+  int node                    = 0;
+  std::vector<simgrid::s4u::Host*> gpus; // by local index; null where not built
+  simgrid::s4u::Host* cpu          = nullptr; // "node{N}-cpu"
+  simgrid::s4u::Link* memory_link  = nullptr; // "node{N}-cpu-memory": all host traffic of the node
+  double host_link_Bps             = 0;       // each GPU's host link, per direction (HostSpec resolved)
+  // Build the CPU host and the host links. A job that never copies to host memory leaves them
+  // out: at 16,384 GPUs they tripled the links SimGrid creates, each checked against every zone.
+  bool host_side = true;
+  // Where the node type puts the NICs: GPU g reaches NIC g / (GPUs per NIC) over path_to_nic[g],
+  // then the NIC's link to the gateway. Left empty, the platform builder hangs a GPU's own NIC off
+  // the GPU, and a shared NIC off a router that each of its GPUs reaches over a PCIe link of its own.
+  std::vector<Path> path_to_nic;
+
+  std::string name(const std::string& role) const;
+  NetPoint* router(const std::string& role);
+  // A split-duplex link "node{N}-{role}"; UP is the direction from the GPU side.
+  simgrid::s4u::Link* link(const std::string& role, double Bps, double latency_s);
+  // The route from `from` to `to` over `path`; `symmetrical` adds the reverse (the same links
+  // backwards, each in its other direction).
+  void route(NetPoint* from, NetPoint* to, const Path& path, bool symmetrical = true);
+
+  NetPoint* gpu(int local) const; // null where not built
+  int built_gpus() const;
+  // Routes between every two built GPUs a < b: `path(a, b)`, and the reverse backwards.
+  void route_gpu_pairs(const std::function<Path(int a, int b)>& path);
+  // GPU -> CPU host routes: `to_root(g)` (the links from GPU g to the CPU's root complex), then
+  // the memory link.
+  void route_to_cpu(const std::function<Path(int g)>& to_root);
+  // Each built GPU its own host (PCIe) link "gpuI-host" to the CPU: the node types whose GPUs talk
+  // to each other over NVLink or a die-to-die mesh, not over PCIe.
+  void add_host_links();
+  // Each built GPU one link "gpuI-{role}" to a switch, half the GPU-to-GPU latency on each side;
+  // a route between two GPUs crosses both their links. No links when fewer than two GPUs are
+  // built: a lone GPU of a reduced platform has no one to talk to over them.
+  void star(const std::string& role, double Bps, double latency_s);
+};
+
+struct NodeType {
+  // The GPUs per node the type is built for (8 for a DGX-1); 0 = any count.
+  int gpus_per_node = 0;
+  // Problems with the rest of `intra_node` (the mesh shape...), each "field: what was expected";
+  // the caller prefixes the JSON path of the node group's intra_node.
+  std::function<std::vector<std::string>(const NodeGroupSpec&)> check;
+  // Builds the links between the GPUs and to the CPU, and the routes over them; may place NICs.
+  std::function<void(NodeBuild&)> build;
+  // Routes between two GPUs cross other GPUs (NVLink cube-mesh, chiplet mesh): when any GPU of a
+  // node is needed, all of them are built.
+  bool builds_every_gpu = false;
+};
+using NodeTypeRegistry = Registry<NodeType>;
+
+// Checks every node group's `intra_node` against its type: a known name (else the closest one),
+// the GPU count the type needs, the type's own fields. Throws InputError naming the JSON path.
+void check_node_types(const PlatformSpec& spec);
+
+// The node's CPU host "node{N}-cpu" and its memory link "node{N}-cpu-memory"
+// (HostSpec::memory_bandwidth_Bps, shared by all host traffic of the node). Host-side work
+// (offloaded optimizer steps, cached parameters) runs on this host; its transfers to a GPU cross
+// the GPU's host link and the memory link. Sets b.cpu and b.memory_link.
+simgrid::s4u::Host* build_cpu_host(NodeBuild& b);
+
+// A GPU's host link bandwidth in node group `g`: HostSpec::link_bandwidth_Bps, or the device's
+// host_link_bandwidth when that is 0 (an InputError at `path` when neither is known).
+double host_link_bandwidth(const NodeGroupSpec& g, const std::string& path);
+
+} // namespace stepsim

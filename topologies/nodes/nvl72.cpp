@@ -1,0 +1,26 @@
+// A 72-GPU NVLink domain (GB200 NVL72 class) as one node: 72 GPUs, each with 18 NVLink5 links
+// of 50 GB/s per direction (900 GB/s, intra_node.bandwidth) spread over the 18 NVSwitch chips of
+// the 9 switch trays, one link to each chip. The trays form one non-blocking switch (the NVLink
+// spine carries 72 x 900 GB/s), so the domain is a star like a DGX's NVSwitch, only 72 wide.
+// Sources: NVIDIA GB200 NVL72 product page (72 GPUs, 130 TB/s NVLink domain = 72 x 1.8 TB/s
+// bidirectional); NVLink5 (Blackwell architecture technical brief: 18 links, 1.8 TB/s per GPU).
+//
+// Each GPU has its own host link (in GB200, NVLink-C2C to its Grace CPU; the node's CPU host
+// stands for the 36 Grace CPUs together, host.memory_bandwidth being their LPDDR5X together).
+#include "topologies/nodes/node_type.hpp"
+
+namespace stepsim {
+namespace {
+
+void build(NodeBuild& b)
+{
+  b.star("nvl72", b.group->intra_node.bandwidth_Bps, b.group->intra_node.latency_s);
+  b.add_host_links();
+}
+
+const bool registered = NodeTypeRegistry::add(
+    "nvl72", "GB200 NVL72 class: 72 GPUs, each 900 GB/s per direction into one NVSwitch domain",
+    NodeType{72, nullptr, build, false});
+
+} // namespace
+} // namespace stepsim

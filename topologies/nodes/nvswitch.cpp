@@ -1,0 +1,25 @@
+// DGX A100 / DGX H100 / DGX H200 and HGX boards with NVSwitch: every GPU has one aggregated NVLink
+// link (its 12 or 18 NVLinks together, intra_node.bandwidth per direction) to a non-blocking
+// switch, so any two GPUs are one switch apart and each GPU's own link is the only limit. Each GPU
+// also has its own PCIe host link to the CPU.
+//
+//   GPU ─nvlink─┐
+//   GPU ─nvlink─┼─ nvswitch        GPU ─host─┬─cpu-memory─ cpu
+//   GPU ─nvlink─┘
+#include "topologies/nodes/node_type.hpp"
+
+namespace stepsim {
+namespace {
+
+void build(NodeBuild& b)
+{
+  b.star("nvswitch", b.group->intra_node.bandwidth_Bps, b.group->intra_node.latency_s);
+  b.add_host_links();
+}
+
+const bool registered = NodeTypeRegistry::add(
+    "nvswitch", "DGX A100/H100/H200: each GPU one NVLink link (bandwidth per GPU) to a non-blocking NVSwitch",
+    NodeType{0, nullptr, build, false});
+
+} // namespace
+} // namespace stepsim

@@ -1,0 +1,237 @@
+#include "workloads/models/moe.hpp"
+
+#include "workloads/parallel/data_parallel.hpp"
+#include "workloads/models/transformer.hpp"
+
+#include <fmt/format.h>
+
+namespace stepsim {
+
+namespace {
+
+double mlp_matrices(const ModelSpec& m) { return m.mlp == "swiglu" ? 3.0 : 2.0; }
+
+std::vector<Kernel> joined(std::vector<Kernel> a, const std::vector<Kernel>& b)
+{
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+} // namespace
+
+int expert_ffn_hidden_size(const ModelSpec& m)
+{
+  return m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : m.ffn_hidden_size;
+}
+
+double expert_parameters_per_rank(const ModelSpec& m, int tensor, int expert)
+{
+  const double h      = m.hidden_size;
+  const double ffn    = expert_ffn_hidden_size(m);
+  const double biases = m.norm == "layernorm" ? ffn + h : 0;
+  return double(m.num_experts) / expert * (mlp_matrices(m) * h * ffn + biases) / tensor;
+}
+
+double router_parameters(const ModelSpec& m) { return double(m.hidden_size) * m.num_experts; }
+
+double routed_tokens_per_rank(const Scenario& s)
+{
+  return double(s.training.micro_batch_size) * s.model.seq_length / s.parallelism.context / s.parallelism.tensor;
+}
+
+double tokens_per_local_expert(const Scenario& s)
+{
+  const auto& m = s.model;
+  return m.moe_capacity_factor * double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context *
+         m.moe_top_k * s.parallelism.expert / m.num_experts;
+}
+
+double moe_all_to_all_bytes(const Scenario& s)
+{
+  const auto& m = s.model;
+  return routed_tokens_per_rank(s) * m.moe_top_k * m.moe_capacity_factor * m.hidden_size *
+         element_bytes(s.training.precision);
+}
+
+double moe_activation_delta_bytes(const Scenario& s)
+{
+  const auto& m = s.model;
+  if (!is_moe(m))
+    return 0;
+  const double t    = s.parallelism.tensor;
+  const bool sp     = s.parallelism.sequence_parallel;
+  const double sb   = double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context;
+  const double h    = m.hidden_size;
+  const double e    = element_bytes(s.training.precision);
+  // Korthikanti et al.'s 16-bit MLP: fc1 input 2sbh, GeLU input and output 8sbh each (4h wide),
+  // dropout mask sbh; split over tensor as their formula does.
+  const double dense = sp ? 19 * sb * h / t : sb * h * (3 + 16 / t);
+  const double copies = sb * m.moe_top_k * m.moe_capacity_factor; // token copies, each tensor rank all of them
+  const double ffn    = expert_ffn_hidden_size(m) / t;
+  const double fc1    = ffn * (m.mlp == "swiglu" ? 2 : 1);
+  const double experts = copies * e * (h + fc1 + ffn) + sb * h / (sp ? t : 1) * (e + 1); // + router input, mask
+  return experts - dense;
+}
+
+MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
+{
+  const auto& m        = s.model;
+  const double e       = element_bytes(s.training.precision);
+  const double t       = s.parallelism.tensor;
+  const double h       = m.hidden_size;
+  const double experts = m.num_experts;
+  const double local   = experts / s.parallelism.expert; // experts on this rank, one grouped GEMM
+  const double tokens  = routed_tokens_per_rank(s);
+  const double routed  = tokens * m.moe_top_k * m.moe_capacity_factor; // token copies sent out
+  const double per_expert = tokens_per_local_expert(s);
+  const double ffn     = expert_ffn_hidden_size(m) / t;
+  const double fc1_n   = ffn * (m.mlp == "swiglu" ? 2 : 1);
+  const double act     = m.mlp == "swiglu" ? 3 : 2; // swiglu reads two inputs
+  auto add = [&](const char* name, std::vector<Kernel> kernels) {
+    works.push_back(Work{name, std::move(kernels), 0});
+    return static_cast<int>(works.size() - 1);
+  };
+
+  // Routing: norm, logits over the experts, fp32 softmax and top-k, then the permutation that
+  // groups each expert's token copies.
+  const std::vector<Kernel> router_f = {memory_kernel("post_attention_norm", tokens * h * 2 * e),
+                                        gemm("router", tokens, experts, h, e),
+                                        memory_kernel("router_softmax_topk", tokens * experts * 3 * 4),
+                                        memory_kernel("permute", routed * h * 2 * e)};
+  const std::vector<Kernel> experts_f = {
+      gemm("expert_fc1", per_expert, fc1_n, h, e, local),
+      memory_kernel(m.mlp == "swiglu" ? "expert_swiglu" : "expert_gelu", local * per_expert * ffn * act * e),
+      gemm("expert_fc2", per_expert, h, ffn, e, local)};
+  const std::vector<Kernel> combine_f = {memory_kernel("unpermute_combine", routed * h * 2 * e + tokens * h * e),
+                                         memory_kernel("dropout_residual", tokens * h * 4 * e)};
+
+  const std::vector<Kernel> combine_b = {memory_kernel("dropout_residual_bwd", tokens * h * 4 * e),
+                                         memory_kernel("unpermute_combine_bwd", routed * h * 2 * e + tokens * h * e)};
+  const std::vector<Kernel> experts_bi = {
+      gemm("expert_fc2_dgrad", per_expert, ffn, h, e, local),
+      memory_kernel("expert_activation_bwd", local * per_expert * ffn * (act + 1) * e),
+      gemm("expert_fc1_dgrad", per_expert, h, fc1_n, e, local)};
+  const std::vector<Kernel> experts_bw = {gemm("expert_fc2_wgrad", ffn, h, per_expert, e, local),
+                                          gemm("expert_fc1_wgrad", h, fc1_n, per_expert, e, local)};
+  const std::vector<Kernel> router_bi = {memory_kernel("permute_bwd", routed * h * 2 * e),
+                                         memory_kernel("router_softmax_topk_bwd", tokens * experts * 3 * 4),
+                                         gemm("router_dgrad", tokens, h, experts, e),
+                                         memory_kernel("post_attention_norm_bwd", tokens * h * 4 * e)};
+  const std::vector<Kernel> router_bw = {gemm("router_wgrad", h, experts, tokens, e)};
+
+  MoeWorks w{};
+  w.router_forward         = add("moe_router_forward", router_f);
+  w.experts_forward        = add("moe_experts_forward", experts_f);
+  w.combine_forward        = add("moe_combine_forward", combine_f);
+  w.combine_backward       = add("moe_combine_backward", combine_b);
+  w.experts_backward       = add("moe_experts_backward", joined(experts_bi, experts_bw));
+  w.experts_backward_input = add("moe_experts_backward_input", experts_bi);
+  w.router_backward        = add("moe_router_backward", joined(router_bi, router_bw));
+  w.router_backward_input  = add("moe_router_backward_input", router_bi);
+  w.weight_backward        = add("moe_backward_weight", joined(experts_bw, router_bw));
+  return w;
+}
+
+namespace {
+
+// Dispatch (or, backward, the gradient of the combine) up to the experts' input.
+TaskId to_experts(const MoeBlock& b, BlockTasks& tasks, TaskId after)
+{
+  if (b.expert > 1)
+    after = tasks.collective(Stream::Expert, CollectiveOp::AllToAll, b.expert_group, b.all_to_all_bytes, after);
+  if (b.tensor > 1) // the tensor group's token copies, each rank's expert FFN shard runs on all
+    after = tasks.collective(Stream::Tensor, CollectiveOp::AllGather, b.tensor_group, b.all_to_all_bytes * b.tensor,
+                             after);
+  return after;
+}
+
+TaskId from_experts(const MoeBlock& b, BlockTasks& tasks, TaskId after)
+{
+  if (b.tensor > 1)
+    after = tasks.collective(Stream::Tensor, CollectiveOp::ReduceScatter, b.tensor_group,
+                             b.all_to_all_bytes * b.tensor, after);
+  if (b.expert > 1)
+    after = tasks.collective(Stream::Expert, CollectiveOp::AllToAll, b.expert_group, b.all_to_all_bytes, after);
+  return after;
+}
+
+} // namespace
+
+TaskId moe_forward(const MoeBlock& b, BlockTasks& tasks, TaskId after)
+{
+  after = tasks.compute(b.works.router_forward, after);
+  after = to_experts(b, tasks, after);
+  after = tasks.compute(b.works.experts_forward, after);
+  after = from_experts(b, tasks, after);
+  return tasks.compute(b.works.combine_forward, after);
+}
+
+TaskId moe_backward(const MoeBlock& b, BlockTasks& tasks, TaskId after, bool split)
+{
+  after = tasks.compute(b.works.combine_backward, after);
+  after = to_experts(b, tasks, after);
+  after = tasks.compute(split ? b.works.experts_backward_input : b.works.experts_backward, after);
+  after = from_experts(b, tasks, after);
+  return tasks.compute(split ? b.works.router_backward_input : b.works.router_backward, after);
+}
+
+void ExpertGradients::begin_rank(int group, int members, int stage)
+{
+  group_   = group;
+  members_ = members;
+  stage_   = stage;
+  buckets_.clear();
+  pending_    = Bucket{};
+  parameters_ = 0;
+}
+
+void ExpertGradients::ready(double parameters, TaskId produced_by, bool last)
+{
+  if (!last || parameters <= 0)
+    return;
+  parameters_ += parameters;
+  pending_.bytes += parameters * (element_bytes(s_.training.precision) == 4 ? 4 : 2);
+  pending_.ready = produced_by;
+  if (pending_.bytes >= s_.parallelism.bucket_bytes) {
+    buckets_.push_back(pending_);
+    pending_ = Bucket{};
+  }
+}
+
+TaskId ExpertGradients::reduce_and_step(BlockTasks& tasks, std::vector<Work>& works, TaskId after, TaskId last_compute)
+{
+  if (pending_.bytes > 0)
+    buckets_.push_back(pending_);
+  pending_ = Bucket{};
+  const bool sharded = s_.parallelism.zero_stage >= 1 && group_ >= 0;
+  if (parameters_ > 0) {
+    TaskId reduced = after;
+    for (const Bucket& b : buckets_) {
+      if (group_ < 0)
+        break;
+      const TaskId ready = s_.parallelism.overlap_grad_reduce && b.ready != static_cast<TaskId>(-1) ? b.ready : last_compute;
+      reduced = tasks.collective(Stream::Data, sharded ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, group_,
+                                 b.bytes, ready);
+      tasks.depends(reduced, after);
+    }
+    const double shard = parameters_ / (sharded ? members_ : 1);
+    works.push_back(Work{fmt::format("expert_optimizer_stage{}", stage_),
+                         {memory_kernel("expert_optimizer_step", shard * optimizer_bytes_per_parameter(s_.training))},
+                         0});
+    after = tasks.compute(static_cast<int>(works.size() - 1), reduced);
+    if (sharded)
+      after = tasks.collective(Stream::Data, CollectiveOp::AllGather, group_,
+                               parameters_ * element_bytes(s_.training.precision), after);
+  }
+  buckets_.clear();
+  parameters_ = 0;
+  return after;
+}
+
+std::vector<int> expert_group_ranks(const Layout& l, int rank) { return l.experts().group(rank, {Axis::Expert}); }
+
+std::vector<int> expert_data_group_ranks(const Layout& l, int rank) { return l.experts().group(rank, {Axis::Data}); }
+
+std::vector<int> expert_tensor_group_ranks(const Layout& l, int rank) { return l.experts().group(rank, {Axis::Tensor}); }
+
+} // namespace stepsim

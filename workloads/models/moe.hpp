@@ -1,0 +1,105 @@
+// Mixture-of-experts layers as Megatron-core runs them with its all-to-all token dispatcher: a
+// router GEMM picks top_k experts per token, the tokens are permuted and sent to the ranks of the
+// expert-parallel group that hold their experts (all-to-all), each rank runs its
+// num_experts / expert experts' FFNs as one grouped GEMM, and a second all-to-all brings the
+// outputs back to be combined. Backward mirrors it. With tensor parallelism (which Megatron only
+// allows with sequence parallelism for MoE) each rank routes its 1/tensor of the tokens and the
+// dispatched tokens are all-gathered over the tensor group before the experts, whose FFNs are
+// split over it, and reduce-scattered after them.
+//
+// Expert parallelism is carved out of data × context parallelism as Megatron's expert
+// RankGenerator does (workloads/parallel/layout.hpp): under the default "tp-cp-ep-dp-pp" the expert group
+// is `expert` consecutive ranks of the flattened (context, data) index; expert parameters'
+// gradients are reduced over the ranks holding the same experts (data × context / expert of
+// them), the dense parameters' over all data × context ranks.
+#pragma once
+
+#include "sim/core/scenario.hpp"
+#include "workloads/block_tasks.hpp"
+#include "workloads/parallel/layout.hpp"
+
+#include <vector>
+
+namespace stepsim {
+
+inline bool is_moe(const ModelSpec& m) { return m.num_experts > 0; }
+// Each expert's FFN width (moe_ffn_hidden_size, else ffn_hidden_size).
+int expert_ffn_hidden_size(const ModelSpec& m);
+// Parameters of one MoE layer's experts on one rank: num_experts / expert experts, each FFN split
+// over tensor (and their biases with layernorm-style models).
+double expert_parameters_per_rank(const ModelSpec& m, int tensor, int expert);
+// The router's weight (hidden × experts), kept whole on every tensor rank as Megatron does.
+double router_parameters(const ModelSpec& m);
+// Tokens of one micro-batch that one rank routes: b·s/context, split over tensor.
+double routed_tokens_per_rank(const Scenario& s);
+// Tokens one local expert processes per micro-batch (after the tensor all-gather):
+// capacity_factor · b·(s/context)·top_k · expert / num_experts.
+double tokens_per_local_expert(const Scenario& s);
+// One rank's buffer in each token all-to-all (dispatch or combine, forward or backward):
+// routed tokens · top_k · capacity_factor · hidden · element bytes. A ring or direct all-to-all
+// sends (expert−1)/expert of it.
+double moe_all_to_all_bytes(const Scenario& s);
+
+// Activation bytes one MoE layer keeps per micro-batch beyond what the dense MLP formula of
+// Korthikanti et al. counts (negative when the experts keep less): the permuted token copies (all
+// gathered over tensor), the experts' FFN input, intermediate and activation output, in place of
+// the dense MLP's; 0 for a dense model.
+double moe_activation_delta_bytes(const Scenario& s);
+
+struct MoeWorks {
+  int router_forward, experts_forward, combine_forward;
+  int combine_backward, router_backward;                // input gradients (+ the router's weight gradient)
+  int experts_backward, experts_backward_input;         // with / without the experts' weight gradients
+  int router_backward_input, weight_backward;           // split backward: input part, weight part
+};
+MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works);
+
+struct MoeBlock {
+  MoeWorks works{};
+  int expert         = 1;  // expert-parallel degree
+  int tensor         = 1;
+  int expert_group   = -1; // Workload::groups index: the all-to-all group
+  int tensor_group   = -1;
+  double all_to_all_bytes = 0; // moe_all_to_all_bytes
+};
+
+// Forward (also the full recompute): router, dispatch, experts, combine.
+TaskId moe_forward(const MoeBlock& b, BlockTasks& tasks, TaskId after);
+// Backward: the mirror; `split` leaves the weight gradients to works.weight_backward (ZB-H1).
+TaskId moe_backward(const MoeBlock& b, BlockTasks& tasks, TaskId after, bool split);
+
+// The gradients of the experts a rank holds: reduced over the ranks that hold the same experts
+// (expert_data_group_ranks), in buckets of parallelism.bucket_size as the step's last backward
+// produces them (ZeRO 1+: reduce-scattered, the shard stepped, the updated weights all-gathered
+// back), then their optimizer step. Dense parameters go through DataParallelLowering.
+class ExpertGradients {
+public:
+  explicit ExpertGradients(const Scenario& s) : s_(s) {}
+  // A new rank: `group` is its expert-data-parallel group of `members` ranks (-1 = none).
+  void begin_rank(int group, int members, int stage);
+  // A layer's backward produced its experts' gradients (`last`: the update's last for them).
+  void ready(double parameters, TaskId produced_by, bool last);
+  // The reductions of the update and the experts' optimizer step; returns the task the rest of
+  // the optimizer step waits for (`after` when there are no experts). Ends the update.
+  TaskId reduce_and_step(BlockTasks& tasks, std::vector<Work>& works, TaskId after, TaskId last_compute);
+
+private:
+  struct Bucket {
+    double bytes = 0;
+    TaskId ready = static_cast<TaskId>(-1);
+  };
+  const Scenario& s_;
+  int group_ = -1, members_ = 1, stage_ = 0;
+  std::vector<Bucket> buckets_;
+  Bucket pending_;
+  double parameters_ = 0;
+};
+
+// Ranks of the expert-parallel group of `rank`, of its expert-data-parallel group (the ranks that
+// hold the same experts) and of its expert-tensor group (which splits the experts' FFNs), in ring
+// order, as Megatron's expert RankGenerator numbers them under parallelism.rank_order.
+std::vector<int> expert_group_ranks(const Layout& l, int rank);
+std::vector<int> expert_data_group_ranks(const Layout& l, int rank);
+std::vector<int> expert_tensor_group_ranks(const Layout& l, int rank);
+
+} // namespace stepsim

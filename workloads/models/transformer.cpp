@@ -1,0 +1,203 @@
+#include "workloads/models/transformer.hpp"
+
+#include "workloads/models/moe.hpp"
+
+namespace stepsim {
+
+double element_bytes(const std::string& precision)
+{
+  if (precision == "fp32" || precision == "tf32")
+    return 4;
+  if (precision == "fp8")
+    return 1;
+  return 2;
+}
+
+namespace {
+
+double mlp_matrices(const ModelSpec& m) { return m.mlp == "swiglu" ? 3.0 : 2.0; }
+
+double kv_hidden(const ModelSpec& m)
+{
+  return double(m.hidden_size) / m.num_attention_heads * m.num_query_groups;
+}
+
+// The shapes every kernel is built from, per tensor-parallel rank.
+struct Shape {
+  double tokens;   // micro-batch × sequence
+  double h, ffn, heads, head_dim, kv, vocab, t;
+  double e;        // element bytes
+  double norm_tokens; // tokens a norm or dropout touches (sequence parallel splits them)
+};
+
+Shape shape_of(const Scenario& s)
+{
+  const auto& m = s.model;
+  Shape x;
+  x.t           = s.parallelism.tensor;
+  x.tokens      = double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context;
+  x.h           = m.hidden_size;
+  x.ffn         = m.ffn_hidden_size;
+  x.heads       = m.num_attention_heads;
+  x.head_dim    = x.h / x.heads;
+  x.kv          = kv_hidden(m);
+  x.vocab       = m.vocab_size;
+  x.e           = element_bytes(s.training.precision);
+  x.norm_tokens = s.parallelism.sequence_parallel ? x.tokens / x.t : x.tokens;
+  return x;
+}
+
+// A GEMM Y = X·W (M = tokens) and its backward: dX = dY·Wᵀ and dW = Xᵀ·dY.
+Kernel fwd(const char* name, const Shape& x, double n, double k) { return gemm(name, x.tokens, n, k, x.e); }
+Kernel dgrad(const char* name, const Shape& x, double n, double k) { return gemm(name, x.tokens, k, n, x.e); }
+Kernel wgrad(const char* name, const Shape& x, double n, double k) { return gemm(name, k, n, x.tokens, x.e); }
+
+// Reads and writes of elementwise work over tokens × width elements.
+Kernel elementwise(const char* name, double tokens, double width, double tensors_touched, double e)
+{
+  return memory_kernel(name, tokens * width * tensors_touched * e);
+}
+
+void attention_core(const Scenario& s, const Shape& x, bool backward, std::vector<Kernel>& out)
+{
+  double bh  = s.training.micro_batch_size * x.heads / x.t;
+  double seq = double(s.model.seq_length) / s.parallelism.context;
+  if (s.training.attention == "flash") {
+    out.push_back(attention_kernel(backward ? "flash_attention_bwd" : "flash_attention_fwd", bh, seq, x.head_dim,
+                                   true, backward, x.e));
+    return;
+  }
+  // Unfused attention materialises the seq × seq scores: two batched GEMMs around a fused
+  // scale-mask-softmax and a dropout, all over bh·seq² elements.
+  double scores = bh * seq * seq;
+  if (!backward) {
+    out.push_back(gemm("attention_scores", seq, seq, x.head_dim, x.e, bh));
+    out.push_back(memory_kernel("scale_mask_softmax", scores * 2 * x.e));
+    out.push_back(memory_kernel("attention_dropout", scores * (2 * x.e + 1)));
+    out.push_back(gemm("attention_values", seq, x.head_dim, seq, x.e, bh));
+  } else {
+    out.push_back(gemm("attention_values_dgrad", seq, seq, x.head_dim, x.e, bh));
+    out.push_back(gemm("attention_values_wgrad", seq, x.head_dim, seq, x.e, bh));
+    out.push_back(memory_kernel("attention_dropout_bwd", scores * (2 * x.e + 1)));
+    out.push_back(memory_kernel("scale_mask_softmax_bwd", scores * 3 * x.e));
+    out.push_back(gemm("attention_scores_dgrad_q", seq, x.head_dim, seq, x.e, bh));
+    out.push_back(gemm("attention_scores_dgrad_k", seq, x.head_dim, seq, x.e, bh));
+  }
+}
+
+} // namespace
+
+double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert)
+{
+  double h    = m.hidden_size;
+  double qkv  = h * (h + 2 * kv_hidden(m));
+  double proj = h * h;
+  bool moe    = is_moe(m); // the experts replace the MLP (workloads/models/moe.hpp)
+  double mlp  = moe ? 0 : mlp_matrices(m) * h * m.ffn_hidden_size;
+  double biases = m.norm == "layernorm" ? (h + 2 * kv_hidden(m)) + h + (moe ? 0 : m.ffn_hidden_size + h) : 0;
+  double norms  = m.norm == "layernorm" ? 4 * h : 2 * h;
+  double experts = moe ? expert_parameters_per_rank(m, tensor, expert) + router_parameters(m) : 0;
+  return (qkv + proj + mlp + biases) / tensor + norms + experts;
+}
+
+double embedding_parameters_per_rank(const ModelSpec& m, int tensor)
+{
+  double positions = m.norm == "layernorm" ? double(m.seq_length) * m.hidden_size : 0; // GPT learns them
+  return double(m.vocab_size) * m.hidden_size / tensor + positions;
+}
+
+double model_parameters(const ModelSpec& m)
+{
+  double embeddings = embedding_parameters_per_rank(m, 1);
+  if (!m.tied_embeddings)
+    embeddings += double(m.vocab_size) * m.hidden_size;
+  return m.num_layers * layer_parameters_per_rank(m, 1) + embeddings + m.hidden_size;
+}
+
+double activation_bytes(const Scenario& s)
+{
+  return double(s.training.micro_batch_size) * s.model.seq_length / s.parallelism.context * s.model.hidden_size *
+         element_bytes(s.training.precision);
+}
+
+TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& works)
+{
+  const Shape x   = shape_of(s);
+  const double nt = x.norm_tokens;
+  auto add        = [&](const char* name, std::vector<Kernel> kernels) {
+    works.push_back(Work{name, std::move(kernels), 0});
+    return static_cast<int>(works.size() - 1);
+  };
+  const double qkv_n = (x.h + 2 * x.kv) / x.t;
+  const double mlp_n = x.ffn / x.t * (s.model.mlp == "swiglu" ? 2 : 1);
+  const double act   = s.model.mlp == "swiglu" ? 3 : 2; // swiglu reads two inputs
+
+  auto joined = [](std::vector<Kernel> a, const std::vector<Kernel>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+
+  // The attention block in three parts: before its core, the core, after it. Context parallelism
+  // runs the core once per K/V block of the ring (workloads/parallel/context_parallel.hpp).
+  const std::vector<Kernel> attn_f_pre = {elementwise("input_norm", nt, x.h, 2, x.e), fwd("qkv", x, qkv_n, x.h)};
+  std::vector<Kernel> attn_f_core;
+  attention_core(s, x, false, attn_f_core);
+  const std::vector<Kernel> attn_f_post = {fwd("attention_out", x, x.h, x.h / x.t),
+                                           elementwise("dropout_residual", nt, x.h, 4, x.e)};
+  const std::vector<Kernel> attn_f = joined(joined(attn_f_pre, attn_f_core), attn_f_post);
+
+  std::vector<Kernel> mlp_f = {elementwise("post_attention_norm", nt, x.h, 2, x.e), fwd("fc1", x, mlp_n, x.h),
+                               elementwise(s.model.mlp == "swiglu" ? "swiglu" : "gelu", x.tokens, x.ffn / x.t, act, x.e),
+                               fwd("fc2", x, x.h, x.ffn / x.t), elementwise("dropout_residual", nt, x.h, 4, x.e)};
+
+  const std::vector<Kernel> attn_bi_post = {elementwise("dropout_residual_bwd", nt, x.h, 4, x.e),
+                                            dgrad("attention_out_dgrad", x, x.h, x.h / x.t)};
+  std::vector<Kernel> attn_bi_core;
+  if (s.training.recompute == "selective") // the attention core is recomputed inside backward
+    attention_core(s, x, false, attn_bi_core);
+  attention_core(s, x, true, attn_bi_core);
+  const std::vector<Kernel> attn_bi_pre = {dgrad("qkv_dgrad", x, qkv_n, x.h),
+                                           elementwise("input_norm_bwd", nt, x.h, 4, x.e)};
+  const std::vector<Kernel> attn_bi = joined(joined(attn_bi_post, attn_bi_core), attn_bi_pre);
+  std::vector<Kernel> attn_bw = {wgrad("attention_out_wgrad", x, x.h, x.h / x.t), wgrad("qkv_wgrad", x, qkv_n, x.h)};
+
+  std::vector<Kernel> mlp_bi = {elementwise("dropout_residual_bwd", nt, x.h, 4, x.e),
+                                dgrad("fc2_dgrad", x, x.h, x.ffn / x.t),
+                                elementwise("activation_bwd", x.tokens, x.ffn / x.t, act + 1, x.e),
+                                dgrad("fc1_dgrad", x, mlp_n, x.h), elementwise("post_attention_norm_bwd", nt, x.h, 4, x.e)};
+  std::vector<Kernel> mlp_bw = {wgrad("fc2_wgrad", x, x.h, x.ffn / x.t), wgrad("fc1_wgrad", x, mlp_n, x.h)};
+
+  TransformerWorks w{};
+  w.attention_forward         = add("attention_forward", attn_f);
+  w.mlp_forward               = add("mlp_forward", mlp_f);
+  w.attention_backward        = add("attention_backward", joined(attn_bi, attn_bw));
+  w.mlp_backward              = add("mlp_backward", joined(mlp_bi, mlp_bw));
+  w.attention_backward_input  = add("attention_backward_input", attn_bi);
+  w.attention_backward_weight = add("attention_backward_weight", attn_bw);
+  w.mlp_backward_input        = add("mlp_backward_input", mlp_bi);
+  w.mlp_backward_weight       = add("mlp_backward_weight", mlp_bw);
+  w.attention_recompute       = add("attention_recompute", attn_f);
+  w.mlp_recompute             = add("mlp_recompute", mlp_f);
+  w.attention_parts           = {-1, -1, -1, -1, -1, -1};
+  if (s.parallelism.context > 1) {
+    w.attention_parts.qkv_forward   = add("attention_qkv_forward", attn_f_pre);
+    w.attention_parts.core_forward  = add("attention_core_forward", attn_f_core);
+    w.attention_parts.out_forward   = add("attention_out_forward", attn_f_post);
+    w.attention_parts.out_backward  = add("attention_out_backward", attn_bi_post);
+    w.attention_parts.core_backward = add("attention_core_backward", attn_bi_core);
+    w.attention_parts.qkv_backward  = add("attention_qkv_backward", attn_bi_pre);
+  }
+
+  w.embedding_forward  = add("embedding_forward", {elementwise("embedding_lookup", x.tokens, x.h, 3, x.e)});
+  w.embedding_backward = add("embedding_backward", {elementwise("embedding_grad", x.tokens, x.h, 3, x.e)});
+  // Logits over the vocabulary shard, then the vocab-parallel cross entropy (fp32 softmax).
+  w.head_forward  = add("head_forward", {elementwise("final_norm", nt, x.h, 2, x.e), fwd("logits", x, x.vocab / x.t, x.h),
+                                         elementwise("cross_entropy", x.tokens, x.vocab / x.t, 2, 4)});
+  w.head_backward = add("head_backward", {elementwise("cross_entropy_bwd", x.tokens, x.vocab / x.t, 2, 4),
+                                          dgrad("logits_dgrad", x, x.vocab / x.t, x.h),
+                                          wgrad("logits_wgrad", x, x.vocab / x.t, x.h),
+                                          elementwise("final_norm_bwd", nt, x.h, 4, x.e)});
+  return w;
+}
+
+} // namespace stepsim

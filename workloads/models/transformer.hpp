@@ -1,0 +1,40 @@
+// A decoder-only transformer (GPT or Llama style) as kernels per tensor-parallel rank and
+// micro-batch, and its parameter counts. One Work per block and pass, shared by every layer.
+#pragma once
+
+#include "sim/core/scenario.hpp"
+#include "sim/core/task_graph.hpp"
+
+namespace stepsim {
+
+struct TransformerWorks {
+  int attention_forward, mlp_forward;
+  int attention_backward, mlp_backward;             // input and weight gradients together
+  int attention_backward_input, attention_backward_weight;
+  int mlp_backward_input, mlp_backward_weight;
+  int embedding_forward, embedding_backward;
+  int head_forward, head_backward;                  // logits and loss
+  int attention_recompute, mlp_recompute;           // full recompute re-runs the forward
+  // The attention block cut around its core (context > 1 only, else -1): forward = qkv, core,
+  // out; backward input gradients = out, core, qkv (the weight gradients stay whole). The core is
+  // one block of (seq/context)² causal attention, run once per step of the context-parallel ring.
+  struct AttentionParts {
+    int qkv_forward, core_forward, out_forward;
+    int out_backward, core_backward, qkv_backward;
+  } attention_parts;
+};
+
+// Adds the works to `works` and returns their indices.
+TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& works);
+
+// Parameters of one layer held by one tensor-parallel rank (norms replicated), with the
+// num_experts / expert experts a rank of an expert-parallel group holds in a MoE layer.
+double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert = 1);
+// Parameters of the whole model (embeddings once if tied).
+double model_parameters(const ModelSpec& m);
+double embedding_parameters_per_rank(const ModelSpec& m, int tensor);
+// Bytes of one activation tensor (micro-batch × sequence × hidden) crossing a pipeline boundary.
+double activation_bytes(const Scenario& s);
+double element_bytes(const std::string& precision);
+
+} // namespace stepsim

@@ -1,0 +1,85 @@
+#include "workloads/parallel/context_parallel.hpp"
+
+namespace stepsim {
+
+namespace {
+
+// Channels are matched in posting order on each (sender, receiver) pair, so ring tags may wrap;
+// the replay keys them below 2^20.
+int next_tag(int& tag)
+{
+  tag = (tag + 1) & 0xFFFFF;
+  return tag;
+}
+
+} // namespace
+
+double ring_kv_bytes(const Scenario& s)
+{
+  const auto& m         = s.model;
+  const double kv       = double(m.hidden_size) / m.num_attention_heads * m.num_query_groups;
+  const double tokens   = double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context;
+  return 2.0 * tokens * kv / s.parallelism.tensor * element_bytes(s.training.precision);
+}
+
+double ring_forward_bytes_per_layer(const Scenario& s)
+{
+  return (s.parallelism.context - 1) * ring_kv_bytes(s);
+}
+
+double ring_backward_bytes_per_layer(const Scenario& s)
+{
+  return 2.0 * ring_forward_bytes_per_layer(s);
+}
+
+TaskId ring_attention_forward(const RingAttention& r, BlockTasks& tasks, TaskId after, int& tag)
+{
+  constexpr TaskId none = ProgramBuilder::kNone;
+  TaskId core  = tasks.compute(r.works.qkv_forward, after);
+  TaskId block = core; // the K/V block the next step computes with is here
+  TaskId sent  = none;
+  for (int step = 0; step < r.context; ++step) {
+    // Transformer Engine waits for both requests of the previous step, posts this step's, then
+    // computes: the block moves on while this step computes with it.
+    TaskId send = none, received = none;
+    if (step < r.context - 1) {
+      const int t = next_tag(tag);
+      send        = tasks.point_to_point(TaskKind::Send, Stream::Context, r.next, t, r.kv_bytes, block);
+      received    = tasks.point_to_point(TaskKind::Recv, Stream::ContextRecv, r.prev, t, r.kv_bytes, block);
+    }
+    core = tasks.compute(r.works.core_forward, block);
+    tasks.depends(core, sent);
+    block = received;
+    sent  = send;
+  }
+  return tasks.compute(r.works.out_forward, core);
+}
+
+TaskId ring_attention_backward(const RingAttention& r, BlockTasks& tasks, TaskId after, int& tag)
+{
+  constexpr TaskId none = ProgramBuilder::kNone;
+  TaskId core  = tasks.compute(r.works.out_backward, after);
+  TaskId block = core; // K/V (and, after the first step, the dK/dV so far) arrived
+  TaskId sent  = none;
+  for (int step = 0; step < r.context; ++step) {
+    // What moves on: K/V for the next step and the dK/dV accumulated up to the previous step's
+    // core; K/V alone at the first step, dK/dV alone at the last, which brings each rank's dK/dV
+    // home.
+    const double bytes = (step < r.context - 1 ? r.kv_bytes : 0) + (step > 0 ? r.kv_bytes : 0);
+    const int t        = next_tag(tag);
+    TaskId send        = tasks.point_to_point(TaskKind::Send, Stream::Context, r.next, t, bytes, block);
+    TaskId received    = tasks.point_to_point(TaskKind::Recv, Stream::ContextRecv, r.prev, t, bytes, block);
+    tasks.depends(send, core);
+    tasks.depends(received, core); // the previous rank sends once its own core is done, as this one
+    TaskId next_core = tasks.compute(r.works.core_backward, block);
+    tasks.depends(next_core, sent);
+    core  = next_core;
+    block = received;
+    sent  = send;
+  }
+  TaskId qkv = tasks.compute(r.works.qkv_backward, block);
+  tasks.depends(qkv, sent);
+  return qkv;
+}
+
+} // namespace stepsim

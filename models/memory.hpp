@@ -1,8 +1,9 @@
 // Memory per rank: weights, gradients and optimizer states as the ZeRO paper counts them
 // (2Ψ + 2Ψ + 12Ψ bytes for mixed-precision Adam, divided by the data-parallel degree from the
-// stage that shards each), and activations per layer per micro-batch from Korthikanti et al. 2022
-// (sbh(34 + 5as/h), split by tensor and sequence parallelism, less under recompute), times the
-// micro-batches the schedule keeps in flight.
+// stage that shards each), what ZeRO-3/FSDP gathers and ZeRO-Offload moves to the host, over the
+// footprint a model kind gives for one rank of a stage (workloads/models/model_kind.hpp; its
+// activations follow Korthikanti et al. 2022 for transformers). workloads/stage_memory.hpp puts
+// the two together.
 #pragma once
 
 #include "sim/core/report.hpp"
@@ -10,11 +11,17 @@
 
 namespace stepsim {
 
-// Activation bytes of one transformer layer for one micro-batch on one tensor-parallel rank.
-double layer_activation_bytes(const Scenario& s);
-// Parameters held by one rank of a pipeline stage (before ZeRO sharding).
-double stage_parameters(const Scenario& s, int stage);
+// What one rank of a pipeline stage holds of the model, before ZeRO shards it.
+struct ModelFootprint {
+  double parameters = 0;        // held by one rank of the stage (experts included)
+  double expert_parameters = 0; // of which a MoE's experts, sharded over their own group
+  double largest_unit = 0;      // parameters of the largest unit ZeRO-3 gathers at once
+  double activations = 0;       // bytes kept for the micro-batches in flight
+  double element_bytes = 2;     // weights and gradients, per parameter
+  double optimizer_bytes_per_parameter = 12; // master weights and optimizer states
+};
+
 // `weight_versions`: copies of the stage's weights kept at once (PipeDream's weight stashing).
-MemoryBreakdown stage_memory(const Scenario& s, int stage, int micro_batches_in_flight, int weight_versions = 1);
+MemoryBreakdown zero_memory(const Scenario& s, const ModelFootprint& f, int weight_versions);
 
 } // namespace stepsim

@@ -4,7 +4,7 @@
 #include "models/compute/compute_model.hpp"
 #include "models/device.hpp"
 #include "models/link_calibration.hpp"
-#include "models/memory.hpp"
+#include "workloads/stage_memory.hpp"
 #include "sim/engine/graph_check.hpp"
 #include "sim/input/json_reader.hpp"
 #include "sim/output/metrics.hpp"
@@ -16,7 +16,7 @@
 #include "topologies/preset.hpp"
 #include "topologies/nodes/node_type.hpp"
 #include "topologies/platform.hpp"
-#include "workloads/models/cnn.hpp"
+#include "workloads/models/model_kind.hpp"
 #include "workloads/lower.hpp"
 #include "workloads/schedules/schedule.hpp"
 
@@ -37,9 +37,14 @@
 
 namespace stepsim {
 
+Scenario parse_scenario(const nlohmann::json& document, const std::string& base_dir)
+{
+  return parse_scenario(document, base_dir, model_hooks());
+}
+
 Scenario scenario_from_json(const nlohmann::json& document, const std::string& base_dir)
 {
-  Scenario s = parse_scenario(expand_platform_preset(document), base_dir);
+  Scenario s = parse_scenario(expand_platform_preset(document), base_dir, model_hooks());
   validate(s);
   balance_stage_layers(s);
   return s;
@@ -119,7 +124,6 @@ void validate(const Scenario& s)
   check([&] { ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model"); });
   check([&] { FabricRegistry::get(s.platform.network.topology, "platform.network.topology"); });
   check([&] { check_node_types(s.platform); });
-  check([&] { check_cnn(s); });
   problems.throw_if_any();
   // Reduced fidelity lets one rank stand for its stage: that needs the whole stage on one GPU type.
   if (s.platform.node_groups.size() > 1 && s.simulation.fidelity == "reduced") {
@@ -163,7 +167,7 @@ int fill_analytic(const Scenario& s, const Placement& placement, const std::vect
     const Device& device        = stage_device(s, placement, devices, stage);
     st.memory_bytes             = m.total();
     st.device                   = device.name;
-    st.layers                   = is_cnn(s.model) ? 0 : s.layers_on_stage(stage);
+    st.layers                   = model_kind(s.model).reported_layers(s, stage);
     r.fits_in_memory            = r.fits_in_memory && m.total() <= device.memory_bytes;
     if (m.total() / device.memory_bytes >= tightest) {
       tightest                = m.total() / device.memory_bytes;

@@ -14,6 +14,10 @@ namespace stepsim {
 
 // Reads a scenario file, applies `--set path=value` assignments, parses and validates it.
 Scenario load_scenario(const std::string& file, const std::vector<std::string>& assignments = {});
+// Checks and converts a scenario document with the registered model kinds; throws InputError with
+// every problem found. `base_dir` resolves relative paths inside it (model.hf_config). No
+// validation against the registries: scenario_from_json does both.
+Scenario parse_scenario(const nlohmann::json& document, const std::string& base_dir = ".");
 // Parses and validates an in-memory document (tests, sweeps).
 Scenario scenario_from_json(const nlohmann::json& document, const std::string& base_dir = ".");
 

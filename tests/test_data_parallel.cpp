@@ -5,7 +5,7 @@
 #include "support.hpp"
 
 #include "models/collectives/collective.hpp"
-#include "models/memory.hpp"
+#include "workloads/stage_memory.hpp"
 #include "sim/output/timeline.hpp"
 #include "sim/simulate.hpp"
 #include "workloads/parallel/data_parallel.hpp"

@@ -4,7 +4,8 @@
 // formulas are written out here from the model's sizes, not taken from the code under test.
 #include "support.hpp"
 
-#include "models/memory.hpp"
+#include "workloads/models/transformer.hpp"
+#include "workloads/stage_memory.hpp"
 #include "sim/simulate.hpp"
 
 #include <catch2/catch.hpp>

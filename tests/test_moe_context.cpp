@@ -4,7 +4,7 @@
 #include "support.hpp"
 
 #include "models/collectives/collective.hpp"
-#include "models/memory.hpp"
+#include "workloads/stage_memory.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/simulate.hpp"
 #include "workloads/parallel/context_parallel.hpp"

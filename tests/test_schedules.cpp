@@ -5,7 +5,7 @@
 #include "support.hpp"
 
 #include "models/compute/compute_model.hpp"
-#include "models/memory.hpp"
+#include "workloads/stage_memory.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/simulate.hpp"
 #include "workloads/lower.hpp"

@@ -1,7 +1,7 @@
 #include "topologies/placement.hpp"
 
 #include "models/compute/compute_model.hpp"
-#include "models/memory.hpp"
+#include "workloads/stage_memory.hpp"
 #include "workloads/parallel/layout.hpp"
 #include "workloads/schedules/schedule.hpp"
 #include "workloads/models/transformer.hpp"

@@ -1,7 +1,8 @@
 #include "workloads/lower.hpp"
 
 #include "workloads/block_tasks.hpp"
-#include "workloads/models/cnn.hpp"
+#include "workloads/model_plan.hpp"
+#include "workloads/models/model_kind.hpp"
 #include "workloads/parallel/context_parallel.hpp"
 #include "workloads/parallel/data_parallel.hpp"
 #include "workloads/parallel/layout.hpp"
@@ -18,33 +19,6 @@ namespace stepsim {
 
 namespace {
 
-// The model as the lowering walks it: per virtual stage, a list of layers; a layer is one or more
-// blocks, each a compute work that a tensor-parallel collective may follow. A transformer's first
-// virtual stage starts with the embedding and its last ends with the head; a CNN's layers are its
-// modules. Work indices point into Workload::works; -1 = none.
-struct Block {
-  int forward = -1, backward = -1, recompute = -1;
-  int backward_input = -1, backward_weight = -1; // schedules that split backward (ZB-H1)
-  bool reduce_forward = false, reduce_backward = false; // tensor-parallel collective after it
-};
-
-struct Layer {
-  std::vector<Block> blocks;
-  double parameters = 0;   // per rank; their gradients join the data-parallel buckets
-  double expert_parameters = 0; // per rank, a MoE layer's experts: reduced over their own group
-  bool recomputed  = false; // full recompute re-runs its forward before its backward
-};
-
-// Blocks whose lowering is more than one compute task between tensor-parallel collectives, keyed
-// by the work that stands for them: context-parallel ring attention (workloads/parallel/context_parallel.hpp,
-// inside the tensor collectives) and a MoE layer (workloads/models/moe.hpp, with its own).
-enum class BlockKind : uint8_t { Dense, RingForward, RingBackward, RingBackwardInput, MoeForward, MoeBackward, MoeBackwardInput };
-
-struct VirtualStage {
-  std::vector<Layer> layers;
-  double output_bytes = 0; // per rank: the activation sent to the next virtual stage
-};
-
 class Lowering {
 public:
   explicit Lowering(const Scenario& s)
@@ -52,7 +26,18 @@ public:
   {
     w_.world_size = layout_.world_size();
     w_.stages     = p_;
-    plan_         = is_cnn(s.model) ? cnn_plan() : transformer_plan();
+    // The model's kind plans its blocks and adds their works (workloads/models/model_kind.hpp).
+    ModelPlan plan = model_kind(s.model).plan(s, w_.works);
+    plan_          = std::move(plan.stages);
+    custom_        = std::move(plan.block_kinds);
+    ring_          = plan.ring;
+    attention_backward_weight_ = plan.attention_backward_weight;
+    moe_layers_    = plan.moe_layers;
+    moe_           = plan.moe;
+    tied_embedding_parameters_ = plan.tied_embedding_parameters;
+    // ZeRO-3 / FSDP with MoE: the experts are sharded over their expert-data-parallel group and
+    // gathered per unit like the dense parameters (workloads/parallel/data_parallel.hpp), not kept whole.
+    experts_sharded_ = moe_layers_ && s.parallelism.zero_stage >= 3;
     schedule_     = &ScheduleRegistry::get(s.parallelism.schedule, "parallelism.schedule");
     shape_        = PipelineShape{p_, static_cast<int>(s.micro_batches_per_replica()), v_};
     // Without a flush (PipeDream) no step starts from an empty pipeline: lay out enough steps
@@ -89,93 +74,6 @@ public:
   }
 
 private:
-  // --- the model, per virtual stage -------------------------------------------------------------
-  int add_work(std::string name, std::vector<Kernel> kernels)
-  {
-    if (kernels.empty())
-      return -1;
-    w_.works.push_back(Work{std::move(name), std::move(kernels), 0});
-    return static_cast<int>(w_.works.size() - 1);
-  }
-
-  std::vector<VirtualStage> transformer_plan()
-  {
-    const TransformerWorks t = add_transformer_works(s_, w_.works);
-    const bool full = s_.training.recompute == "full";
-    Block attention{t.attention_forward, t.attention_backward, t.attention_recompute, t.attention_backward_input,
-                    t.attention_backward_weight, true, true};
-    Block mlp{t.mlp_forward, t.mlp_backward, t.mlp_recompute, t.mlp_backward_input, t.mlp_backward_weight, true, true};
-    custom_.assign(w_.works.size(), BlockKind::Dense);
-    double experts = 0;
-    if (s_.parallelism.context > 1) {
-      ring_.works   = t.attention_parts;
-      attention_backward_weight_ = t.attention_backward_weight;
-      ring_.context = s_.parallelism.context;
-      ring_.kv_bytes = ring_kv_bytes(s_);
-      custom_[t.attention_forward] = custom_[t.attention_recompute] = BlockKind::RingForward;
-      custom_[t.attention_backward]       = BlockKind::RingBackward;
-      custom_[t.attention_backward_input] = BlockKind::RingBackwardInput;
-    }
-    if (is_moe(s_.model)) { // the experts replace the MLP; its tensor collectives are their own
-      moe_.works            = add_moe_works(s_, w_.works);
-      moe_.expert           = s_.parallelism.expert;
-      moe_.tensor           = layout_.tensor;
-      moe_.all_to_all_bytes = moe_all_to_all_bytes(s_);
-      const MoeWorks& m     = moe_.works;
-      mlp = Block{m.router_forward, m.experts_backward, m.router_forward, m.experts_backward_input, m.weight_backward,
-                  false, false};
-      custom_.resize(w_.works.size(), BlockKind::Dense);
-      custom_[m.router_forward]         = BlockKind::MoeForward;
-      custom_[m.experts_backward]       = BlockKind::MoeBackward;
-      custom_[m.experts_backward_input] = BlockKind::MoeBackwardInput;
-      experts = expert_parameters_per_rank(s_.model, layout_.tensor, s_.parallelism.expert);
-    }
-    // The vocabulary-parallel embedding all-reduces its output; the head all-reduces its input
-    // gradient. Neither is recomputed.
-    Layer embedding{{Block{t.embedding_forward, t.embedding_backward, -1, t.embedding_backward, -1, true, false}},
-                    embedding_parameters_per_rank(s_.model, layout_.tensor), 0, false};
-    Layer head{{Block{t.head_forward, t.head_backward, -1, t.head_backward, -1, false, true}}, head_parameters(), 0, false};
-    const double layer_parameters = layer_parameters_per_rank(s_.model, layout_.tensor, s_.parallelism.expert);
-    Layer layer{{attention, mlp}, layer_parameters - experts, experts, full};
-
-    std::vector<VirtualStage> plan(static_cast<size_t>(p_ * v_));
-    for (int vs = 0; vs < p_ * v_; ++vs) {
-      auto& layers = plan[vs].layers;
-      if (vs == 0)
-        layers.push_back(embedding);
-      layers.insert(layers.end(), static_cast<size_t>(s_.layers_in_virtual_stage(vs)), layer);
-      if (vs == p_ * v_ - 1)
-        layers.push_back(head);
-      plan[vs].output_bytes = activation_bytes(s_) / layout_.tensor; // Megatron's scatter/gather across tensor peers
-    }
-    return plan;
-  }
-
-  std::vector<VirtualStage> cnn_plan()
-  {
-    const auto layers   = cnn_layers(s_.model, double(s_.training.micro_batch_size), element_bytes(s_.training.precision));
-    const auto split    = cnn_stage_split(s_, layers);
-    const bool full     = s_.training.recompute == "full";
-    std::vector<VirtualStage> plan(split.size());
-    size_t next = 0;
-    for (size_t vs = 0; vs < split.size(); ++vs) {
-      for (int i = 0; i < split[vs] && next < layers.size(); ++i, ++next) {
-        const CnnLayer& l = layers[next];
-        std::vector<Kernel> backward = l.backward_input;
-        backward.insert(backward.end(), l.backward_weight.begin(), l.backward_weight.end());
-        Block b;
-        b.forward         = add_work(l.name + "_forward", l.forward);
-        b.backward        = add_work(l.name + "_backward", backward);
-        b.recompute       = full ? add_work(l.name + "_recompute", l.forward) : -1;
-        b.backward_input  = add_work(l.name + "_backward_input", l.backward_input);
-        b.backward_weight = add_work(l.name + "_backward_weight", l.backward_weight);
-        plan[vs].layers.push_back(Layer{{b}, l.parameters, 0, full});
-        plan[vs].output_bytes = l.output_bytes;
-      }
-    }
-    return plan;
-  }
-
   // --- groups -------------------------------------------------------------------------------
   int group(const std::string& name, std::vector<int> ranks)
   {
@@ -297,7 +195,7 @@ private:
       ring_.next   = layout_.rank_of({coord_.tensor, (coord_.context + 1) % cp, coord_.data, coord_.pipeline});
       ring_.prev   = layout_.rank_of({coord_.tensor, (coord_.context + cp - 1) % cp, coord_.data, coord_.pipeline});
     }
-    if (!is_moe(s_.model) || is_cnn(s_.model))
+    if (!moe_layers_)
       return;
     // Expert layers number the ranks their own way (workloads/parallel/layout.hpp): their groups are named
     // by the expert coordinates.
@@ -433,11 +331,6 @@ private:
       expert_dp_.end_backward(last_for_chunk);
   }
 
-  double head_parameters() const
-  {
-    return s_.model.tied_embeddings ? 0.0 : double(s_.model.vocab_size) * s_.model.hidden_size / layout_.tensor;
-  }
-
   // --- data parallelism (workloads/parallel/data_parallel.hpp) -------------------------------------
   // Each layer is a unit whose parameters ZeRO-3 / FSDP gathers, listed in the pass's order: its
   // dense parameters over the data-parallel group, or (`experts`) its experts' over their
@@ -460,8 +353,8 @@ private:
   {
     const PipeOp none{PipeOp::Type::B, -1, 0};
     TaskId after = dp_.reduce_gradients(last_compute);
-    if (p_ > 1 && !is_cnn(s_.model) && s_.model.tied_embeddings && (stage_ == 0 || stage_ == p_ - 1)) {
-      double bytes = double(s_.model.vocab_size) * s_.model.hidden_size / layout_.tensor * dp_.plan().gradient_bytes;
+    if (p_ > 1 && tied_embedding_parameters_ > 0 && (stage_ == 0 || stage_ == p_ - 1)) {
+      double bytes = tied_embedding_parameters_ * dp_.plan().gradient_bytes;
       after = collective(Stream::Data, CollectiveOp::AllReduce, embedding_group(coord_), bytes, Pass::Backward, none,
                          last_compute);
     }
@@ -562,17 +455,17 @@ private:
   int tp_group_  = -1;
   ProgramBuilder* builder_ = nullptr;
   DataParallelLowering dp_{s_, w_.works};
-  // Context-parallel ring attention and MoE layers (set up by transformer_plan, per rank by
+  // Context-parallel ring attention and MoE layers (from the model's plan, per rank by
   // begin_rank_blocks); custom_ maps a work to the block it stands for.
   std::vector<BlockKind> custom_;
   RingAttention ring_;
   int attention_backward_weight_ = -1;
   int ring_tag_                  = 0;
+  bool moe_layers_ = false;
   MoeBlock moe_;
+  double tied_embedding_parameters_ = 0;
   ExpertGradients experts_{s_};
-  // ZeRO-3 / FSDP with MoE: the experts are sharded over their expert-data-parallel group and
-  // gathered per unit like the dense parameters (workloads/parallel/data_parallel.hpp), not kept whole.
-  bool experts_sharded_  = is_moe(s_.model) && !is_cnn(s_.model) && s_.parallelism.zero_stage >= 3;
+  bool experts_sharded_  = false; // set with the plan
   int expert_data_group_ = -1;
   DataParallelLowering expert_dp_{s_, w_.works, layout_.experts().size(Axis::Data), "expert_optimizer"};
 };

@@ -1,5 +1,5 @@
 // The scenario: what a user asks stepsim to predict. Plain data, already checked and converted
-// to SI units (bytes, seconds, bytes per second) by parse_scenario; nothing downstream re-reads
+// to SI units (bytes, seconds, bytes per second) by parse_scenario (sim/input/scenario_parse.hpp); nothing downstream re-reads
 // the JSON.
 #pragma once
 
@@ -271,9 +271,5 @@ struct Scenario {
     return training.global_batch_size / (training.micro_batch_size * parallelism.data);
   }
 };
-
-// Checks and converts a scenario document; throws InputError with every problem found.
-// `base_dir` resolves relative paths inside it (model.hf_config).
-Scenario parse_scenario(const nlohmann::json& document, const std::string& base_dir = ".");
 
 } // namespace stepsim

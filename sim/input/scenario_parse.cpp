@@ -1,8 +1,9 @@
 // parse_scenario: the JSON contract of the design notes, read through JsonReader so that every
 // problem names its path. Checks that need only the scenario itself live here; checks that need
 // the device catalogue or a schedule registry are done by the driver with the same wording.
-#include "sim/input/hf_config.hpp"
-#include "sim/input/json_reader.hpp"
+#include "sim/input/scenario_parse.hpp"
+
+#include "sim/input/limits.hpp"
 #include "sim/input/network_parse.hpp"
 #include "sim/core/rank_order.hpp"
 #include "sim/core/scenario.hpp"
@@ -24,24 +25,7 @@ int PlatformSpec::total_gpus() const
 }
 
 namespace {
-
-// Upper bounds on sizes, far above any real job, so that absurd values become a clear error here
-// instead of an int overflow, a huge allocation or a lowering that never ends downstream.
-constexpr long long kMaxGpus        = 1LL << 20; // GPUs of a platform, and each parallel degree
-constexpr long long kMaxWidth       = 1LL << 20; // hidden, FFN, heads
-constexpr long long kMaxLayers      = 1LL << 16;
-constexpr long long kMaxTokens      = 1LL << 24; // sequence length, vocabulary
-constexpr long long kMaxExperts     = 1LL << 16;
-constexpr long long kMaxGpusPerNode = 1LL << 10;
-constexpr double kMaxParameters     = 1e15;      // a thousand times the largest published models
-constexpr double kMaxBucketBytes    = 1LL << 50; // 1 PiB
-constexpr double kMaxMicroBatchTokens = 1LL << 31;
-// The lowering builds about a dozen tasks per (simulated rank, micro-batch, layer); beyond this
-// many triples the graphs would need tens of GB.
-constexpr double kMaxLayerPasses = 4e6;
-// The replay engine numbers the messages across one stage boundary (micro-batch × virtual stage,
-// forward and backward) in 20 bits.
-constexpr double kMaxPipelineMessages = 1LL << 19;
+using namespace limits;
 
 // Rated per-direction bandwidth of a node type's GPU links when the scenario gives none. A chiplet
 // mesh is no product with a datasheet: its link bandwidth must be given.
@@ -58,254 +42,6 @@ std::optional<double> default_intra_node_bandwidth(const std::string& type)
   if (type == "chiplet_mesh")
     return std::nullopt;
   return 32e9; // PCIe Gen4 x16: 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s per direction
-}
-
-// The CNNs stepsim builds in (workloads/models/cnn.cpp) are named, not described layer by layer; "layers"
-// is a model described layer by layer in the scenario.
-const std::vector<std::string> kArchitectures = {"transformer", "resnet50", "resnet101", "vgg16", "layers"};
-// Per sample: a thousand times a GPT-3 sequence's forward (7e14), and 1 PiB.
-constexpr double kMaxLayerFlops = 1e18;
-// One given kernel covers a micro-batch: a thousand samples at the per-sample bound. Beyond it a
-// step would run for years of simulated time and report zero throughput instead of an error.
-constexpr double kMaxKernelFlops = 1e21;
-constexpr double kMaxLayerBytes = 1LL << 50;
-
-void read_cnn(JsonReader& r, ModelSpec& m)
-{
-  m.name        = r.text("name", m.architecture);
-  m.image_size  = static_cast<int>(r.integer("image_size", 224, 32, 4096));
-  m.num_classes = static_cast<int>(r.integer("num_classes", 1000, 1, kMaxWidth));
-  r.reject_unknown_keys();
-}
-
-// A FLOP count or a size of one layer: finite, >= 0, and below the bounds above.
-double layer_amount(JsonReader& r, const std::string& key, bool is_bytes, std::optional<double> fallback = std::nullopt)
-{
-  const double value = is_bytes ? r.bytes(key, fallback) : r.number(key, fallback, 0);
-  const double limit = is_bytes ? kMaxLayerBytes : kMaxLayerFlops;
-  if (value > limit) {
-    r.problems().add(r.path_of(key), fmt::format("{:.3g} is more than the {:.3g} {} per sample stepsim accepts", value,
-                                                 limit, is_bytes ? "bytes" : "FLOPs"));
-    return 0;
-  }
-  return value;
-}
-
-// One kernel of a layer given by kernels: {"gemm": [M, N, K]} (or [M, N, K, batch]),
-// {"memory_bytes": B} or {"attention": {"batch_heads", "seq", "head_dim", "causal"}}, each with an
-// optional "name". Element bytes come from the training precision when the layer is lowered.
-std::optional<Kernel> read_kernel(JsonReader& k, const std::string& layer_name, const std::string& pass, size_t index)
-{
-  const std::string name = k.text("name", fmt::format("{}_{}{}", layer_name, pass, index));
-  const int kinds        = int(k.has("gemm")) + int(k.has("memory_bytes")) + int(k.has("attention"));
-  std::optional<Kernel> out;
-  if (kinds != 1) {
-    for (const char* key : {"gemm", "memory_bytes", "attention"})
-      k.raw(key); // reported here, not again as unknown keys
-    k.problems().add(k.path(), fmt::format("expected exactly one of \"gemm\", \"memory_bytes\" or \"attention\", got {}",
-                                           kinds));
-  } else if (const auto* g = k.raw("gemm")) {
-    bool ok = g->is_array() && (g->size() == 3 || g->size() == 4);
-    for (const auto& v : ok ? *g : nlohmann::json::array())
-      ok = ok && v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 1 && v.get<double>() <= kMaxTokens * double(kMaxWidth);
-    if (ok)
-      out = gemm(name, g->at(0).get<double>(), g->at(1).get<double>(), g->at(2).get<double>(), 1,
-                 g->size() == 4 ? g->at(3).get<double>() : 1.0);
-    else
-      k.problems().add(k.path_of("gemm"), fmt::format("expected [M, N, K] or [M, N, K, batch], numbers from 1 to {:.3g}, "
-                                                      "got {}", kMaxTokens * double(kMaxWidth), g->dump()));
-  } else if (k.has("memory_bytes")) {
-    const size_t before = k.problems().list().size();
-    const double bytes  = layer_amount(k, "memory_bytes", true);
-    if (bytes <= 0 && k.problems().list().size() == before)
-      k.problems().add(k.path_of("memory_bytes"), "expected a size above zero");
-    out = memory_kernel(name, bytes);
-  } else {
-    JsonReader a            = k.object("attention");
-    const double heads      = double(a.integer("batch_heads", std::nullopt, 1, kMaxWidth * kMaxTokens));
-    const double seq        = double(a.integer("seq", std::nullopt, 1, kMaxTokens));
-    const double head_dim   = double(a.integer("head_dim", std::nullopt, 1, kMaxWidth));
-    const bool causal       = a.boolean("causal", false);
-    a.reject_unknown_keys();
-    out = attention_kernel(name, heads, seq, head_dim, causal, pass != "forward", 1);
-  }
-  if (out && out->flops() > kMaxKernelFlops)
-    k.problems().add(k.path(), fmt::format("{:.3g} FLOPs in one kernel is more than the {:.0e} stepsim accepts (a "
-                                           "micro-batch of a thousand samples at 1e18 each)",
-                                           out->flops(), kMaxKernelFlops));
-  k.reject_unknown_keys();
-  return out;
-}
-
-// model.layers: each layer by figures (per sample) or by kernels (per micro-batch).
-void read_layer(JsonReader& l, size_t index, LayerSpec& layer)
-{
-  layer.name   = l.text("name", fmt::format("layer{}", index));
-  layer.repeat = static_cast<int>(l.integer("repeat", 1, 1, kMaxLayers));
-  if (l.has("parameters") == l.has("parameter_bytes"))
-    l.problems().add(l.path_of("parameters"),
-                     l.has("parameters") ? std::string("give either parameters (a count) or parameter_bytes, not both")
-                                         : std::string("required field is missing (expected a count of parameters, "
-                                                       "0 for a layer without weights, or parameter_bytes)"));
-  if (l.has("parameters"))
-    layer.parameters = double(l.integer("parameters", std::nullopt, 0, static_cast<long long>(kMaxParameters)));
-  if (l.has("parameter_bytes"))
-    layer.parameter_bytes = layer_amount(l, "parameter_bytes", true);
-  layer.activation_bytes = layer_amount(l, "activation_bytes", true);
-  layer.saved_bytes      = layer_amount(l, "saved_bytes", true, layer.activation_bytes);
-  static const char* const figures[] = {"forward_flops",          "backward_flops",           "backward_input_flops",
-                                        "backward_weight_flops",  "forward_memory_bytes",     "backward_memory_bytes",
-                                        "backward_input_memory_bytes", "backward_weight_memory_bytes"};
-  if (l.has("kernels")) {
-    layer.by_kernels = true;
-    for (const char* key : figures)
-      if (l.raw(key) != nullptr)
-        l.problems().add(l.path_of(key), "a layer given by kernels takes its work from them: give either kernels or "
-                                         "the figures, not both");
-    JsonReader k               = l.object("kernels");
-    layer.kernels_micro_batch = k.integer("micro_batch_size", std::nullopt, 1, kMaxTokens);
-    for (auto [pass, list] : {std::pair<const char*, std::vector<Kernel>*>{"forward", &layer.forward},
-                              {"backward_input", &layer.backward_input},
-                              {"backward_weight", &layer.backward_weight}}) {
-      auto entries = k.array_of_objects(pass, std::string(pass) == "forward");
-      for (size_t i = 0; i < entries.size(); ++i)
-        if (auto kernel = read_kernel(entries[i], layer.name, pass, i))
-          list->push_back(*kernel);
-    }
-    k.reject_unknown_keys();
-    l.reject_unknown_keys();
-    return;
-  }
-  layer.forward_flops        = layer_amount(l, "forward_flops", false);
-  layer.forward_memory_bytes = layer_amount(l, "forward_memory_bytes", true, 0.0);
-  const bool whole = l.has("backward_flops"), split = l.has("backward_input_flops") || l.has("backward_weight_flops");
-  if (whole && split) {
-    for (const char* key : {"backward_input_flops", "backward_weight_flops", "backward_input_memory_bytes",
-                            "backward_weight_memory_bytes"})
-      l.raw(key); // reported here, not again as unknown keys
-    l.problems().add(l.path_of("backward_flops"),
-                     "give either backward_flops or backward_input_flops and backward_weight_flops, not both");
-  } else if (!whole && !split)
-    l.problems().add(l.path_of("backward_flops"),
-                     "required field is missing (expected a number: stepsim does not assume the backward is twice the "
-                     "forward; give backward_flops, or backward_input_flops and backward_weight_flops)");
-  if (whole) {
-    layer.backward_input_flops        = layer_amount(l, "backward_flops", false);
-    layer.backward_input_memory_bytes = layer_amount(l, "backward_memory_bytes", true, 0.0);
-  } else if (split) {
-    layer.backward_input_flops         = layer_amount(l, "backward_input_flops", false);
-    layer.backward_weight_flops        = layer_amount(l, "backward_weight_flops", false);
-    layer.backward_input_memory_bytes  = layer_amount(l, "backward_input_memory_bytes", true, 0.0);
-    layer.backward_weight_memory_bytes = layer_amount(l, "backward_weight_memory_bytes", true, 0.0);
-  }
-  l.reject_unknown_keys();
-}
-
-void read_layer_list(JsonReader& r, ModelSpec& m)
-{
-  m.name        = r.text("name", std::string("layers"));
-  m.seq_length  = static_cast<int>(r.integer("seq_length", 0, 0, kMaxTokens));
-  m.input_bytes = layer_amount(r, "input_bytes", true, 0.0);
-  auto layers   = r.array_of_objects("layers", true);
-  long long count = 0;
-  double parameters = 0;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    LayerSpec layer;
-    read_layer(layers[i], i, layer);
-    count += layer.repeat;
-    parameters += layer.repeat * std::max(layer.parameters, layer.parameter_bytes);
-    m.layers.push_back(std::move(layer));
-  }
-  if (count > kMaxLayers)
-    r.problems().add(r.path_of("layers"), fmt::format("{} layers with their repeats, more than the {} stepsim accepts",
-                                                      count, kMaxLayers));
-  if (parameters > kMaxParameters)
-    r.problems().add(r.path_of("layers"), fmt::format("about {:.3g} parameters, more than the {:.0e} stepsim accepts",
-                                                      parameters, kMaxParameters));
-  r.reject_unknown_keys();
-}
-
-void read_model(JsonReader r, ModelSpec& m, const std::string& base_dir)
-{
-  m.architecture = r.text("architecture", std::string("transformer"), kArchitectures);
-  if (m.architecture == "layers") {
-    read_layer_list(r, m);
-    return;
-  }
-  if (m.architecture != "transformer" && std::find(kArchitectures.begin(), kArchitectures.end(), m.architecture) !=
-                                             kArchitectures.end()) {
-    read_cnn(r, m);
-    return;
-  }
-  bool import_failed = false;
-  if (r.has("hf_config")) {
-    std::string file = r.text("hf_config");
-    std::filesystem::path p(file);
-    if (p.is_relative())
-      p = std::filesystem::path(base_dir) / p;
-    try {
-      m = import_hf_config(read_json_file(p.string()));
-    } catch (const InputError& e) {
-      for (const auto& problem : e.problems())
-        r.problems().add(r.path_of("hf_config"), problem);
-      import_failed = true;
-    }
-  }
-  // Fields given next to hf_config override what the import read.
-  bool imported  = r.has("hf_config");
-  auto from_file = [&](int imported_value) -> std::optional<long long> {
-    return imported ? std::optional<long long>(imported_value) : std::nullopt;
-  };
-  m.name                = r.text("name", m.name.empty() ? std::string("model") : m.name);
-  m.num_layers          = static_cast<int>(r.integer("num_layers", from_file(m.num_layers), 1, kMaxLayers));
-  m.hidden_size         = static_cast<int>(r.integer("hidden_size", from_file(m.hidden_size), 1, kMaxWidth));
-  m.num_attention_heads =
-      static_cast<int>(r.integer("num_attention_heads", from_file(m.num_attention_heads), 1, kMaxWidth));
-  m.seq_length = static_cast<int>(r.integer("seq_length", from_file(m.seq_length), 1, kMaxTokens));
-  m.vocab_size = static_cast<int>(r.integer("vocab_size", from_file(m.vocab_size), 1, kMaxTokens));
-  m.ffn_hidden_size  = static_cast<int>(
-      r.integer("ffn_hidden_size", imported ? m.ffn_hidden_size : 4LL * m.hidden_size, 1, 4 * kMaxWidth));
-  m.num_query_groups = static_cast<int>(r.integer(
-      "num_query_groups", m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads, 1, kMaxWidth));
-  m.mlp             = r.text("mlp", m.mlp, {"gelu", "swiglu"});
-  m.norm            = r.text("norm", m.norm, {"layernorm", "rmsnorm"});
-  m.tied_embeddings = r.boolean("tied_embeddings", m.tied_embeddings);
-  m.num_experts     = static_cast<int>(r.integer("num_experts", m.num_experts, 0, kMaxExperts));
-  m.moe_top_k       = static_cast<int>(r.integer("moe_top_k", m.moe_top_k, 1, kMaxExperts));
-  m.moe_capacity_factor = r.number("moe_capacity_factor", 1.0, 0, true);
-  m.moe_ffn_hidden_size =
-      static_cast<int>(r.integer("moe_ffn_hidden_size", m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : m.ffn_hidden_size,
-                                 1, 4 * kMaxWidth));
-  r.reject_unknown_keys();
-  if (imported && !import_failed) { // values the import read did not pass through the bounds above
-    const std::pair<const char*, std::pair<long long, long long>> fields[] = {
-        {"num_layers", {m.num_layers, kMaxLayers}},       {"hidden_size", {m.hidden_size, kMaxWidth}},
-        {"num_attention_heads", {m.num_attention_heads, kMaxWidth}}, {"seq_length", {m.seq_length, kMaxTokens}},
-        {"vocab_size", {m.vocab_size, kMaxTokens}},       {"ffn_hidden_size", {m.ffn_hidden_size, 4 * kMaxWidth}},
-        {"num_query_groups", {m.num_query_groups, kMaxWidth}}, {"num_experts", {m.num_experts, kMaxExperts}},
-        {"moe_top_k", {m.moe_top_k, kMaxExperts}}};
-    for (const auto& [name, bounds] : fields)
-      if (bounds.first < (std::string(name) == "num_experts" ? 0 : 1) || bounds.first > bounds.second)
-        r.problems().add(r.path_of("hf_config"), fmt::format("{} {} from the HuggingFace config is outside [1, {}]",
-                                                             name, bounds.first, bounds.second));
-  }
-
-  if (m.hidden_size > 0 && m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads != 0)
-    r.problems().add(r.path_of("hidden_size"), fmt::format("{} is not divisible by num_attention_heads {}",
-                                                            m.hidden_size, m.num_attention_heads));
-  if (m.num_query_groups > m.num_attention_heads)
-    r.problems().add(r.path_of("num_query_groups"), fmt::format("{} is more than num_attention_heads {}",
-                                                                 m.num_query_groups, m.num_attention_heads));
-  else if (m.num_query_groups > 0 && m.num_attention_heads % m.num_query_groups != 0)
-    r.problems().add(r.path_of("num_query_groups"), fmt::format("num_attention_heads {} is not divisible by {}",
-                                                                 m.num_attention_heads, m.num_query_groups));
-  if (m.num_experts > 0 && m.moe_top_k > m.num_experts)
-    r.problems().add(r.path_of("moe_top_k"), fmt::format("{} is more than num_experts {}", m.moe_top_k, m.num_experts));
-  else if (m.num_experts > 0 && m.moe_capacity_factor * m.moe_top_k > m.num_experts)
-    r.problems().add(r.path_of("moe_capacity_factor"),
-                     fmt::format("{} × moe_top_k {} is more than num_experts {}: an expert would take more than every "
-                                 "token",
-                                 m.moe_capacity_factor, m.moe_top_k, m.num_experts));
 }
 
 void read_training(JsonReader r, TrainingSpec& t)
@@ -509,7 +245,7 @@ void read_simulation(JsonReader r, SimulationSpec& s)
 }
 
 // Sizes that are each within bounds but together too large to count or to lower.
-void check_sizes(const Scenario& s, Problems& problems)
+void check_sizes(const Scenario& s, const ModelHooks& model, Problems& problems)
 {
   const auto& m = s.model;
   const auto& p = s.parallelism;
@@ -534,13 +270,7 @@ void check_sizes(const Scenario& s, Problems& problems)
                              micro_batches, p.pipeline, p.virtual_stages, kMaxPipelineMessages));
   const bool full      = s.simulation.fidelity == "full";
   const double ranks   = full ? double(p.tensor) * p.data * p.context : 1; // simulated ranks per stage
-  // The built-in CNNs are named, not counted in num_layers; none has more than 128 layers.
-  double layers = m.architecture == "transformer" ? m.num_layers : 128;
-  if (m.architecture == "layers") {
-    layers = 0;
-    for (const auto& l : m.layers)
-      layers += l.repeat;
-  }
+  const double layers = model.layer_count(m);
   const double passes  = ranks * micro_batches * layers;
   if (passes > kMaxLayerPasses)
     problems.add(full ? "simulation.fidelity" : "training.global_batch_size",
@@ -550,7 +280,7 @@ void check_sizes(const Scenario& s, Problems& problems)
                              full ? "; use \"reduced\" fidelity" : ""));
 }
 
-void check_shapes(const Scenario& s, Problems& problems)
+void check_shapes(const Scenario& s, const ModelHooks& model, Problems& problems)
 {
   const auto& m = s.model;
   const auto& p = s.parallelism;
@@ -584,18 +314,7 @@ void check_shapes(const Scenario& s, Problems& problems)
       problems.add("parallelism.stage_layers",
                    fmt::format("the entries add up to {} layers, but model.num_layers is {}", sum, m.num_layers));
   } else if (p.stage_layers_auto) {
-    if (m.architecture == "layers")
-      problems.add("parallelism.stage_layers", "\"auto\" balances transformer layers; model.layers is a layer list: "
-                                               "give the layer counts");
-    else if (m.architecture != "transformer")
-      problems.add("parallelism.stage_layers", fmt::format("\"auto\" balances transformer layers; model {} is a {}: "
-                                                           "give the layer counts",
-                                                           m.name.empty() ? "architecture" : m.name, m.architecture));
-    else if (m.num_layers > 0 && m.num_layers < 1LL * p.pipeline * p.virtual_stages)
-      problems.add("parallelism.stage_layers",
-                   fmt::format("\"auto\" needs at least one layer per virtual stage: model.num_layers {} < pipeline {} × "
-                               "virtual_stages {}",
-                               m.num_layers, p.pipeline, p.virtual_stages));
+    // The model's kind checks that it can balance itself (its check(), below).
   } else if (m.num_layers > 0 && m.num_layers % (1LL * p.pipeline * p.virtual_stages) != 0)
     problems.add("parallelism.pipeline",
                  fmt::format("model.num_layers {} is not divisible by pipeline {} × virtual_stages {}", m.num_layers,
@@ -654,7 +373,8 @@ void check_shapes(const Scenario& s, Problems& problems)
                  fmt::format("model.seq_length {} is not divisible by 2 × context {}: the load-balanced ring cuts the "
                              "sequence into 2 × context chunks",
                              m.seq_length, p.context));
-  check_sizes(s, problems);
+  check_sizes(s, model, problems);
+  model.check(s, problems);
 }
 
 } // namespace
@@ -675,13 +395,14 @@ int Scenario::layers_on_stage(int stage) const
   return layers;
 }
 
-Scenario parse_scenario(const nlohmann::json& document, const std::string& base_dir)
+Scenario parse_scenario(const nlohmann::json& document, const std::string& base_dir, const ModelHooks& model)
 {
   Problems problems;
   Scenario s;
   JsonReader top(document, "", problems);
   s.name = top.text("name", std::string("scenario"));
-  read_model(top.object("model", true), s.model, base_dir);
+  JsonReader model_reader = top.object("model", true);
+  model.read(model_reader, s.model, base_dir);
   read_training(top.object("training", true), s.training);
   read_parallelism(top.object("parallelism"), s.parallelism);
   read_platform(top.object("platform", true), s.platform);
@@ -695,7 +416,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& base_
   top.raw("validation");  // a published measurement to compare with (configs/validation/, `stepsim accuracy`)
   top.reject_unknown_keys();
   if (problems.empty())
-    check_shapes(s, problems);
+    check_shapes(s, model, problems);
   problems.throw_if_any();
   s.source = document;
   return s;

@@ -1,7 +1,9 @@
 #include "workloads/models/cnn.hpp"
 
 #include "sim/core/input_error.hpp"
+#include "sim/input/limits.hpp"
 #include "workloads/models/layer_list.hpp"
+#include "workloads/models/transformer.hpp"
 
 #include <fmt/format.h>
 
@@ -264,11 +266,6 @@ const std::vector<std::string>& cnn_architectures()
   return names;
 }
 
-bool is_cnn(const ModelSpec& m)
-{
-  return m.architecture != "transformer";
-}
-
 std::vector<CnnLayer> cnn_layers(const ModelSpec& m, double micro_batch, double element_bytes)
 {
   if (is_layer_list(m))
@@ -319,11 +316,8 @@ std::vector<int> cnn_stage_split(const Scenario& s, const std::vector<CnnLayer>&
   return counts;
 }
 
-void check_cnn(const Scenario& s)
+void LayerWalkKind::check(const Scenario& s, Problems& problems) const
 {
-  if (!is_cnn(s.model))
-    return;
-  Problems problems;
   const auto& p     = s.parallelism;
   const bool listed = is_layer_list(s.model);
   const char* what  = listed ? "a layer list" : "a CNN";
@@ -341,6 +335,12 @@ void check_cnn(const Scenario& s)
   if (s.training.recompute == "selective")
     problems.add("training.recompute",
                  fmt::format("\"selective\" recomputes attention, which {} has not; use none or full", what));
+  if (p.stage_layers.empty() && p.stage_layers_auto)
+    problems.add("parallelism.stage_layers",
+                 listed ? std::string("\"auto\" balances transformer layers; model.layers is a layer list: give the "
+                                      "layer counts")
+                        : fmt::format("\"auto\" balances transformer layers; model {} is a {}: give the layer counts",
+                                      s.model.name.empty() ? "architecture" : s.model.name, s.model.architecture));
   if (listed)
     check_layer_list(s, problems);
   const auto layers = cnn_layers(s.model, 1, 4);
@@ -363,8 +363,139 @@ void check_cnn(const Scenario& s)
                                                      p.virtual_stages, layers.size(),
                                                      listed ? std::string("model.layers") : s.model.architecture));
   }
-  problems.throw_if_any();
 }
+
+
+namespace {
+
+// The layers as the lowering splits them: a layer list's kernels are per micro-batch and its
+// figures per sample, so the split by FLOPs depends on the micro-batch.
+std::vector<CnnLayer> cnn_layers_of(const Scenario& s)
+{
+  return cnn_layers(s.model, double(s.training.micro_batch_size), element_bytes(s.training.precision) == 4 ? 4 : 2);
+}
+
+// The layers on each pipeline stage (over its virtual stages), by index into cnn_layers.
+std::vector<std::vector<int>> cnn_layers_by_stage(const Scenario& s, const std::vector<CnnLayer>& layers)
+{
+  const auto split = cnn_stage_split(s, layers);
+  std::vector<std::vector<int>> by_stage(static_cast<size_t>(s.parallelism.pipeline));
+  int next = 0;
+  for (size_t vs = 0; vs < split.size(); ++vs)
+    for (int i = 0; i < split[vs] && next < static_cast<int>(layers.size()); ++i)
+      by_stage[vs % by_stage.size()].push_back(next++);
+  return by_stage;
+}
+
+} // namespace
+
+double LayerWalkKind::stage_parameters(const Scenario& s, int stage) const
+{
+  const auto layers   = cnn_layers_of(s);
+  const auto by_stage = cnn_layers_by_stage(s, layers); // kept: the loop below refers into it
+  double psi          = 0;
+  for (int i : by_stage.at(static_cast<size_t>(stage)))
+    psi += layers[i].parameters;
+  return psi;
+}
+
+ModelFootprint LayerWalkKind::footprint(const Scenario& s, int stage, int micro_batches_in_flight) const
+{
+  const double e    = element_bytes(s.training.precision) == 4 ? 4 : 2;
+  const auto layers = cnn_layers_of(s);
+  const auto mine   = cnn_layers_by_stage(s, layers).at(static_cast<size_t>(stage));
+  double psi = 0, kept = 0, largest = 0;
+  for (int i : mine) {
+    psi += layers[i].parameters;
+    kept += layers[i].saved_bytes;
+    largest = std::max(largest, layers[static_cast<size_t>(i)].parameters);
+  }
+  ModelFootprint f;
+  f.parameters                    = psi;
+  f.largest_unit                  = largest;
+  f.element_bytes                 = e;
+  f.optimizer_bytes_per_parameter = (s.training.optimizer == "adam" ? 8.0 : 4.0) + (e == 4 ? 0.0 : 4.0);
+  if (s.training.recompute == "full") {
+    const double b      = double(s.training.micro_batch_size);
+    const double sample = input_bytes_per_sample(s.model, e);
+    double input = mine.empty() || mine.front() == 0 ? b * sample : layers[mine.front() - 1].output_bytes;
+    f.activations = input * micro_batches_in_flight + kept;
+  } else {
+    f.activations = kept * micro_batches_in_flight;
+  }
+  return f;
+}
+
+ModelPlan LayerWalkKind::plan(const Scenario& s, std::vector<Work>& works) const
+{
+  const auto layers = cnn_layers(s.model, double(s.training.micro_batch_size), element_bytes(s.training.precision));
+  const auto split  = cnn_stage_split(s, layers);
+  const bool full   = s.training.recompute == "full";
+  ModelPlan plan;
+  plan.stages.resize(split.size());
+  size_t next = 0;
+  for (size_t vs = 0; vs < split.size(); ++vs) {
+    for (int i = 0; i < split[vs] && next < layers.size(); ++i, ++next) {
+      const CnnLayer& l = layers[next];
+      std::vector<Kernel> backward = l.backward_input;
+      backward.insert(backward.end(), l.backward_weight.begin(), l.backward_weight.end());
+      Block b;
+      b.forward         = add_work(works, l.name + "_forward", l.forward);
+      b.backward        = add_work(works, l.name + "_backward", backward);
+      b.recompute       = full ? add_work(works, l.name + "_recompute", l.forward) : -1;
+      b.backward_input  = add_work(works, l.name + "_backward_input", l.backward_input);
+      b.backward_weight = add_work(works, l.name + "_backward_weight", l.backward_weight);
+      plan.stages[vs].layers.push_back(Layer{{b}, l.parameters, 0, full});
+      plan.stages[vs].output_bytes = l.output_bytes;
+    }
+  }
+  return plan;
+}
+
+namespace {
+
+// ResNet-50, ResNet-101 and VGG-16 as torchvision builds them, at model.image_size.
+class Cnn final : public LayerWalkKind {
+public:
+  void read(JsonReader& r, ModelSpec& m, const std::string&) const override
+  {
+    m.name        = r.text("name", m.architecture);
+    m.image_size  = static_cast<int>(r.integer("image_size", 224, 32, 4096));
+    m.num_classes = static_cast<int>(r.integer("num_classes", 1000, 1, limits::kMaxWidth));
+    r.reject_unknown_keys();
+  }
+
+  // The built-in CNNs are named, not counted in num_layers; none has more than 128 layers.
+  double layer_count(const ModelSpec&) const override { return 128; }
+
+  // Forward, then input and weight gradients at twice the forward; full recompute runs every
+  // forward twice.
+  double model_flops_per_step(const Scenario& s) const override
+  {
+    return 3.0 * double(s.training.global_batch_size) * cnn_forward_flops_per_sample(s.model);
+  }
+  double hardware_flops_per_step(const Scenario& s) const override
+  {
+    return (s.training.recompute == "full" ? 4.0 : 3.0) * double(s.training.global_batch_size) *
+           cnn_forward_flops_per_sample(s.model);
+  }
+
+protected:
+  double input_bytes_per_sample(const ModelSpec& m, double e) const override
+  {
+    return 3.0 * m.image_size * m.image_size * e; // RGB
+  }
+};
+
+const bool registered = [] {
+  const auto cnn = std::make_shared<Cnn>();
+  ModelKindRegistry::add("resnet50", "ResNet-50 (He et al. 2016) as torchvision builds it", cnn);
+  ModelKindRegistry::add("resnet101", "ResNet-101 (He et al. 2016) as torchvision builds it", cnn);
+  ModelKindRegistry::add("vgg16", "VGG-16 (Simonyan and Zisserman 2015) as torchvision builds it", cnn);
+  return true;
+}();
+
+} // namespace
 
 double cnn_forward_flops_per_sample(const ModelSpec& m)
 {

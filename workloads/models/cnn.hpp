@@ -9,6 +9,7 @@
 
 #include "sim/core/kernel.hpp"
 #include "sim/core/scenario.hpp"
+#include "workloads/models/model_kind.hpp"
 
 #include <string>
 #include <vector>
@@ -28,9 +29,6 @@ struct CnnLayer {
 
 // The architectures stepsim builds in, for error messages.
 const std::vector<std::string>& cnn_architectures();
-// True for every model walked as a flat list of CnnLayer: the built-in CNNs and a layer list
-// (model.architecture "layers"; workloads/models/layer_list.hpp), whose layers cnn_layers returns too.
-bool is_cnn(const ModelSpec& m);
 
 // Layers of the model for a micro-batch of `micro_batch` images, each element `element_bytes`.
 // The last layer of a built-in CNN carries the loss (softmax cross entropy).
@@ -40,8 +38,26 @@ std::vector<CnnLayer> cnn_layers(const ModelSpec& m, double micro_batch, double 
 // contiguous split that balances forward FLOPs.
 std::vector<int> cnn_stage_split(const Scenario& s, const std::vector<CnnLayer>& layers);
 
-// What a CNN scenario must satisfy beyond the parser's checks; throws InputError naming the path.
-void check_cnn(const Scenario& s);
+// The kinds walked as a flat list of CnnLayer (cnn_layers): the built-in CNNs (cnn.cpp) and a
+// layer list (layer_list.cpp). One block per layer, the layers split over the pipeline by forward
+// FLOPs or parallelism.stage_layers; no tensor, context or sequence parallelism. A CNN trains in
+// the precision it computes in (fp32 in the published runs): weights and gradients in that
+// precision; optimizer states as the optimizer keeps them (Adam two moments, SGD a momentum
+// buffer), plus fp32 master weights when the weights are 16-bit. Activations: each layer's output
+// is kept for its backward; under full recompute only the stage's input is kept per micro-batch,
+// and one micro-batch's layers are rebuilt at a time.
+class LayerWalkKind : public ModelKind {
+public:
+  void check(const Scenario& s, Problems& problems) const override;
+  double stage_parameters(const Scenario& s, int stage) const override;
+  ModelFootprint footprint(const Scenario& s, int stage, int micro_batches_in_flight) const override;
+  int reported_layers(const Scenario&, int) const override { return 0; } // modules, not transformer layers
+  ModelPlan plan(const Scenario& s, std::vector<Work>& works) const override;
+
+protected:
+  // Bytes of one input sample, which full recompute keeps per micro-batch.
+  virtual double input_bytes_per_sample(const ModelSpec& m, double element_bytes) const = 0;
+};
 
 // Per image: forward FLOPs and parameters of the whole model.
 double cnn_forward_flops_per_sample(const ModelSpec& m);

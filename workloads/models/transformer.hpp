@@ -35,6 +35,10 @@ double model_parameters(const ModelSpec& m);
 double embedding_parameters_per_rank(const ModelSpec& m, int tensor);
 // Bytes of one activation tensor (micro-batch × sequence × hidden) crossing a pipeline boundary.
 double activation_bytes(const Scenario& s);
+// Activation bytes of one transformer layer for one micro-batch on one tensor-parallel rank
+// (Korthikanti et al. 2022: sbh(34 + 5as/h), split by tensor and sequence parallelism, less under
+// recompute; a MoE layer's experts in place of its MLP). transformer_kind.cpp.
+double layer_activation_bytes(const Scenario& s);
 double element_bytes(const std::string& precision);
 
 } // namespace stepsim

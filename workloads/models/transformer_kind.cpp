@@ -1,0 +1,274 @@
+// The decoder-only transformer (GPT, Llama, Mixtral-style MoE blocks) as a model kind
+// (workloads/models/model_kind.hpp): its fields, FLOPs, memory footprint and the blocks the
+// lowering walks. The kernels of each block are in transformer.cpp, the MoE blocks in moe.cpp.
+#include "workloads/models/model_kind.hpp"
+#include "workloads/models/moe.hpp"
+#include "workloads/models/transformer.hpp"
+
+#include "sim/input/hf_config.hpp"
+#include "sim/input/limits.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace stepsim {
+
+using namespace limits;
+
+double layer_activation_bytes(const Scenario& s)
+{
+  const double sq = double(s.model.seq_length) / s.parallelism.context;
+  const double b  = s.training.micro_batch_size;
+  const double h  = s.model.hidden_size;
+  const double a  = s.model.num_attention_heads;
+  const double t  = s.parallelism.tensor;
+  const bool sp   = s.parallelism.sequence_parallel;
+  const double sbh = sq * b * h;
+  if (s.training.recompute == "full") // only each layer's input is kept
+    return 2 * sbh / (sp ? t : 1);
+  // The 5as/h term is the attention scores and their dropout mask; selective recompute and fused
+  // (flash) attention do not keep them.
+  const bool keeps_scores = s.training.recompute == "none" && s.training.attention == "standard";
+  const double scores     = keeps_scores ? 5 * a * sq / h : 0;
+  const double experts = moe_activation_delta_bytes(s); // a MoE layer's experts instead of its MLP
+  if (sp)
+    return sbh / t * (34 + scores) + experts;
+  return sbh * (10 + 24 / t + scores / t) + experts;
+}
+
+namespace {
+
+double forward_flops_per_token(const ModelSpec& m, double seq)
+{
+  double h      = m.hidden_size;
+  double kv     = h / m.num_attention_heads * m.num_query_groups;
+  // A MoE token runs through top_k experts (Megatron's count: no capacity padding, no router).
+  double mlp    = is_moe(m) ? (m.mlp == "swiglu" ? 3.0 : 2.0) * h * expert_ffn_hidden_size(m) * m.moe_top_k
+                            : (m.mlp == "swiglu" ? 3.0 : 2.0) * h * m.ffn_hidden_size;
+  double layer  = 2.0 * (h * (h + 2 * kv) + h * h + mlp) + 4.0 * seq * h;
+  return m.num_layers * layer + 2.0 * h * m.vocab_size;
+}
+
+class Transformer final : public ModelKind {
+public:
+  void read(JsonReader& r, ModelSpec& m, const std::string& base_dir) const override
+  {
+  bool import_failed = false;
+  if (r.has("hf_config")) {
+    std::string file = r.text("hf_config");
+    std::filesystem::path p(file);
+    if (p.is_relative())
+      p = std::filesystem::path(base_dir) / p;
+    try {
+      m = import_hf_config(read_json_file(p.string()));
+    } catch (const InputError& e) {
+      for (const auto& problem : e.problems())
+        r.problems().add(r.path_of("hf_config"), problem);
+      import_failed = true;
+    }
+  }
+  // Fields given next to hf_config override what the import read.
+  bool imported  = r.has("hf_config");
+  auto from_file = [&](int imported_value) -> std::optional<long long> {
+    return imported ? std::optional<long long>(imported_value) : std::nullopt;
+  };
+  m.name                = r.text("name", m.name.empty() ? std::string("model") : m.name);
+  m.num_layers          = static_cast<int>(r.integer("num_layers", from_file(m.num_layers), 1, kMaxLayers));
+  m.hidden_size         = static_cast<int>(r.integer("hidden_size", from_file(m.hidden_size), 1, kMaxWidth));
+  m.num_attention_heads =
+      static_cast<int>(r.integer("num_attention_heads", from_file(m.num_attention_heads), 1, kMaxWidth));
+  m.seq_length = static_cast<int>(r.integer("seq_length", from_file(m.seq_length), 1, kMaxTokens));
+  m.vocab_size = static_cast<int>(r.integer("vocab_size", from_file(m.vocab_size), 1, kMaxTokens));
+  m.ffn_hidden_size  = static_cast<int>(
+      r.integer("ffn_hidden_size", imported ? m.ffn_hidden_size : 4LL * m.hidden_size, 1, 4 * kMaxWidth));
+  m.num_query_groups = static_cast<int>(r.integer(
+      "num_query_groups", m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads, 1, kMaxWidth));
+  m.mlp             = r.text("mlp", m.mlp, {"gelu", "swiglu"});
+  m.norm            = r.text("norm", m.norm, {"layernorm", "rmsnorm"});
+  m.tied_embeddings = r.boolean("tied_embeddings", m.tied_embeddings);
+  m.num_experts     = static_cast<int>(r.integer("num_experts", m.num_experts, 0, kMaxExperts));
+  m.moe_top_k       = static_cast<int>(r.integer("moe_top_k", m.moe_top_k, 1, kMaxExperts));
+  m.moe_capacity_factor = r.number("moe_capacity_factor", 1.0, 0, true);
+  m.moe_ffn_hidden_size =
+      static_cast<int>(r.integer("moe_ffn_hidden_size", m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : m.ffn_hidden_size,
+                                 1, 4 * kMaxWidth));
+  r.reject_unknown_keys();
+  if (imported && !import_failed) { // values the import read did not pass through the bounds above
+    const std::pair<const char*, std::pair<long long, long long>> fields[] = {
+        {"num_layers", {m.num_layers, kMaxLayers}},       {"hidden_size", {m.hidden_size, kMaxWidth}},
+        {"num_attention_heads", {m.num_attention_heads, kMaxWidth}}, {"seq_length", {m.seq_length, kMaxTokens}},
+        {"vocab_size", {m.vocab_size, kMaxTokens}},       {"ffn_hidden_size", {m.ffn_hidden_size, 4 * kMaxWidth}},
+        {"num_query_groups", {m.num_query_groups, kMaxWidth}}, {"num_experts", {m.num_experts, kMaxExperts}},
+        {"moe_top_k", {m.moe_top_k, kMaxExperts}}};
+    for (const auto& [name, bounds] : fields)
+      if (bounds.first < (std::string(name) == "num_experts" ? 0 : 1) || bounds.first > bounds.second)
+        r.problems().add(r.path_of("hf_config"), fmt::format("{} {} from the HuggingFace config is outside [1, {}]",
+                                                             name, bounds.first, bounds.second));
+  }
+
+  if (m.hidden_size > 0 && m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads != 0)
+    r.problems().add(r.path_of("hidden_size"), fmt::format("{} is not divisible by num_attention_heads {}",
+                                                            m.hidden_size, m.num_attention_heads));
+  if (m.num_query_groups > m.num_attention_heads)
+    r.problems().add(r.path_of("num_query_groups"), fmt::format("{} is more than num_attention_heads {}",
+                                                                 m.num_query_groups, m.num_attention_heads));
+  else if (m.num_query_groups > 0 && m.num_attention_heads % m.num_query_groups != 0)
+    r.problems().add(r.path_of("num_query_groups"), fmt::format("num_attention_heads {} is not divisible by {}",
+                                                                 m.num_attention_heads, m.num_query_groups));
+  if (m.num_experts > 0 && m.moe_top_k > m.num_experts)
+    r.problems().add(r.path_of("moe_top_k"), fmt::format("{} is more than num_experts {}", m.moe_top_k, m.num_experts));
+  else if (m.num_experts > 0 && m.moe_capacity_factor * m.moe_top_k > m.num_experts)
+    r.problems().add(r.path_of("moe_capacity_factor"),
+                     fmt::format("{} × moe_top_k {} is more than num_experts {}: an expert would take more than every "
+                                 "token",
+                                 m.moe_capacity_factor, m.moe_top_k, m.num_experts));
+  }
+
+  void check(const Scenario& s, Problems& problems) const override
+  {
+    const auto& m = s.model;
+    const auto& p = s.parallelism;
+    if (p.stage_layers.empty() && p.stage_layers_auto && m.num_layers > 0 &&
+        m.num_layers < 1LL * p.pipeline * p.virtual_stages)
+      problems.add("parallelism.stage_layers",
+                   fmt::format("\"auto\" needs at least one layer per virtual stage: model.num_layers {} < pipeline {} × "
+                               "virtual_stages {}",
+                               m.num_layers, p.pipeline, p.virtual_stages));
+  }
+
+  double layer_count(const ModelSpec& m) const override { return m.num_layers; }
+
+  double model_flops_per_step(const Scenario& s) const override
+  {
+    double tokens = double(s.training.global_batch_size) * s.model.seq_length;
+    return 3.0 * tokens * forward_flops_per_token(s.model, s.model.seq_length);
+  }
+
+  double hardware_flops_per_step(const Scenario& s) const override
+  {
+    double tokens  = double(s.training.global_batch_size) * s.model.seq_length;
+    double forward = tokens * forward_flops_per_token(s.model, s.model.seq_length);
+    if (s.training.recompute == "full")
+      return 4.0 * forward - tokens * 2.0 * s.model.hidden_size * s.model.vocab_size; // the head is not recomputed
+    if (s.training.recompute == "selective")
+      return 3.0 * forward + tokens * s.model.num_layers * 4.0 * s.model.seq_length * s.model.hidden_size;
+    return 3.0 * forward;
+  }
+
+  double stage_parameters(const Scenario& s, int stage) const override
+  {
+    const int p      = s.parallelism.pipeline;
+    const int t      = s.parallelism.tensor;
+    double params    = double(s.layers_on_stage(stage)) * layer_parameters_per_rank(s.model, t, s.parallelism.expert);
+    if (stage == 0)
+      params += embedding_parameters_per_rank(s.model, t);
+    if (stage == p - 1) // the final norm, and the output layer or the last stage's copy of the tied embeddings
+      params += (s.model.tied_embeddings && p == 1 ? 0 : double(s.model.vocab_size) * s.model.hidden_size / t) +
+                s.model.hidden_size;
+    return params;
+  }
+
+  ModelFootprint footprint(const Scenario& s, int stage, int micro_batches_in_flight) const override
+  {
+    ModelFootprint f;
+    f.parameters    = stage_parameters(s, stage);
+    f.element_bytes = element_bytes(s.training.precision) == 4 ? 4 : 2;
+    f.optimizer_bytes_per_parameter = s.training.optimizer == "adam" ? 12 : 8; // fp32 master weights and moments
+    if (is_moe(s.model) && s.parallelism.expert > 1)
+      f.expert_parameters =
+          s.layers_on_stage(stage) * expert_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert);
+    const int p            = s.parallelism.pipeline;
+    const double layers    = s.layers_on_stage(stage);
+    const double per_layer = layer_activation_bytes(s);
+    f.activations          = per_layer * layers * micro_batches_in_flight;
+    if (s.training.recompute == "full") { // one layer is rebuilt in full during its backward
+      Scenario whole           = s;
+      whole.training.recompute = "none";
+      f.activations += layer_activation_bytes(whole);
+    }
+    if (stage == p - 1) // fp32 logits of the vocabulary shard
+      f.activations += 4.0 * s.training.micro_batch_size * s.model.seq_length / s.parallelism.context *
+                       s.model.vocab_size / s.parallelism.tensor;
+    double largest = layer_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert);
+    if (stage == 0)
+      largest = std::max(largest, embedding_parameters_per_rank(s.model, s.parallelism.tensor));
+    if (stage == p - 1)
+      largest = std::max(largest, double(s.model.vocab_size) * s.model.hidden_size / s.parallelism.tensor);
+    f.largest_unit = largest;
+    return f;
+  }
+
+  int reported_layers(const Scenario& s, int stage) const override { return s.layers_on_stage(stage); }
+
+  ModelPlan plan(const Scenario& s, std::vector<Work>& works) const override
+  {
+    ModelPlan out;
+    const int tensor = s.parallelism.tensor;
+    const int p = s.parallelism.pipeline, v = s.parallelism.virtual_stages;
+    const TransformerWorks t = add_transformer_works(s, works);
+    const bool full = s.training.recompute == "full";
+    Block attention{t.attention_forward, t.attention_backward, t.attention_recompute, t.attention_backward_input,
+                    t.attention_backward_weight, true, true};
+    Block mlp{t.mlp_forward, t.mlp_backward, t.mlp_recompute, t.mlp_backward_input, t.mlp_backward_weight, true, true};
+    auto& custom = out.block_kinds;
+    custom.assign(works.size(), BlockKind::Dense);
+    double experts = 0;
+    if (s.parallelism.context > 1) {
+      out.ring.works                = t.attention_parts;
+      out.attention_backward_weight = t.attention_backward_weight;
+      out.ring.context              = s.parallelism.context;
+      out.ring.kv_bytes             = ring_kv_bytes(s);
+      custom[t.attention_forward] = custom[t.attention_recompute] = BlockKind::RingForward;
+      custom[t.attention_backward]       = BlockKind::RingBackward;
+      custom[t.attention_backward_input] = BlockKind::RingBackwardInput;
+    }
+    if (is_moe(s.model)) { // the experts replace the MLP; its tensor collectives are their own
+      out.moe_layers           = true;
+      out.moe.works            = add_moe_works(s, works);
+      out.moe.expert           = s.parallelism.expert;
+      out.moe.tensor           = tensor;
+      out.moe.all_to_all_bytes = moe_all_to_all_bytes(s);
+      const MoeWorks& m        = out.moe.works;
+      mlp = Block{m.router_forward, m.experts_backward, m.router_forward, m.experts_backward_input, m.weight_backward,
+                  false, false};
+      custom.resize(works.size(), BlockKind::Dense);
+      custom[m.router_forward]         = BlockKind::MoeForward;
+      custom[m.experts_backward]       = BlockKind::MoeBackward;
+      custom[m.experts_backward_input] = BlockKind::MoeBackwardInput;
+      experts = expert_parameters_per_rank(s.model, tensor, s.parallelism.expert);
+    }
+    // The vocabulary-parallel embedding all-reduces its output; the head all-reduces its input
+    // gradient. Neither is recomputed.
+    Layer embedding{{Block{t.embedding_forward, t.embedding_backward, -1, t.embedding_backward, -1, true, false}},
+                    embedding_parameters_per_rank(s.model, tensor), 0, false};
+    const double head_parameters =
+        s.model.tied_embeddings ? 0.0 : double(s.model.vocab_size) * s.model.hidden_size / tensor;
+    Layer head{{Block{t.head_forward, t.head_backward, -1, t.head_backward, -1, false, true}}, head_parameters, 0, false};
+    const double layer_parameters = layer_parameters_per_rank(s.model, tensor, s.parallelism.expert);
+    Layer layer{{attention, mlp}, layer_parameters - experts, experts, full};
+
+    out.stages.resize(static_cast<size_t>(p * v));
+    for (int vs = 0; vs < p * v; ++vs) {
+      auto& layers = out.stages[vs].layers;
+      if (vs == 0)
+        layers.push_back(embedding);
+      layers.insert(layers.end(), static_cast<size_t>(s.layers_in_virtual_stage(vs)), layer);
+      if (vs == p * v - 1)
+        layers.push_back(head);
+      out.stages[vs].output_bytes = activation_bytes(s) / tensor; // Megatron's scatter/gather across tensor peers
+    }
+    if (s.model.tied_embeddings) // the first and last stages keep a copy each
+      out.tied_embedding_parameters = double(s.model.vocab_size) * s.model.hidden_size / tensor;
+    return out;
+  }
+};
+
+const bool registered = ModelKindRegistry::add(
+    "transformer", "decoder-only transformer (GPT, Llama), with mixture-of-experts blocks when model.num_experts > 0",
+    std::make_shared<Transformer>());
+
+} // namespace
+
+} // namespace stepsim

@@ -62,6 +62,9 @@ struct ModelSpec {
   int num_classes          = 1000;
   std::vector<LayerSpec> layers;
   double input_bytes = 0; // per sample, what the first layer reads (kept under full recompute)
+  // Sizes that only one model kind has, read and checked by that kind (workloads/models/), by
+  // their field names under `model`, so that a new kind needs no field here.
+  std::map<std::string, double> kind_fields;
 };
 
 struct TrainingSpec {

@@ -6,12 +6,7 @@
 # Run at configure time by CMakeLists.txt, so that an upward include fails the build, and as a
 # test (tests/CMakeLists.txt) on a tree made to break it, so that the check itself is checked.
 #   cmake -DSTEPSIM_ROOT=DIR -P tools/layers/check_layers.cmake
-cmake_policy(SET CMP0057 NEW) # if(... IN_LIST ...)
 set(STEPSIM_LAYERS sim/core sim/input models workloads topologies sim/engine sim/output sim tools)
-# Upward includes still waiting for their fix, as "file>header"; the list only shrinks.
-set(STEPSIM_LAYER_EXCEPTIONS
-    "models/memory.cpp>workloads/models/cnn.hpp" "models/memory.cpp>workloads/models/layer_list.hpp"
-    "models/memory.cpp>workloads/models/moe.hpp" "models/memory.cpp>workloads/models/transformer.hpp")
 
 # The index of the layer that holds `path` (relative to the root); -1 for files outside every
 # layer (tests, system headers). A file directly in sim/ is the road; sim/<sub>/ is its own layer.
@@ -42,8 +37,7 @@ function(stepsim_check_layers root)
     foreach(line IN LISTS includes)
       string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*" "\\1" header "${line}")
       stepsim_layer_of(${header} to)
-      set(pair "${source}>${header}")
-      if(to GREATER from AND NOT pair IN_LIST STEPSIM_LAYER_EXCEPTIONS)
+      if(to GREATER from)
         list(GET STEPSIM_LAYERS ${from} from_name)
         list(GET STEPSIM_LAYERS ${to} to_name)
         string(APPEND problems "\n  ${source} (${from_name}) includes ${header} (${to_name}), a later layer")

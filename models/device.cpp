@@ -1,4 +1,5 @@
 #include "models/device.hpp"
+#include "sim/core/scenario_check.hpp"
 
 #include "sim/input/json_reader.hpp"
 
@@ -132,5 +133,27 @@ Device load_device(const std::string& name, const std::string& path)
   problems.throw_if_any();
   return d;
 }
+
+namespace {
+
+// Every node group's GPU is in the catalogue (configs/devices/), or the closest names are listed.
+void check_devices(const Scenario& s)
+{
+  Problems problems;
+  for (size_t i = 0; i < s.platform.node_groups.size(); ++i) {
+    try {
+      load_device(s.platform.node_groups[i].gpu, fmt::format("platform.node_groups[{}].gpu", i));
+    } catch (const InputError& e) {
+      for (const auto& p : e.problems())
+        problems.add("", p);
+    }
+  }
+  problems.throw_if_any();
+}
+
+const bool checked = ScenarioCheckRegistry::add("devices", "every node group's GPU is a known device",
+                                                ScenarioCheck{check_devices});
+
+} // namespace
 
 } // namespace stepsim

@@ -87,25 +87,4 @@ const LinkEfficiency& link_efficiency()
   return e;
 }
 
-PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEfficiency& efficiency)
-{
-  PlatformSpec achieved = platform;
-  for (auto& g : achieved.node_groups) {
-    // NVLink node types take the NVSwitch figure, PCIe ones the PCIe figure; a chiplet mesh has no
-    // measurement to take one from, so its links keep their rated bandwidth.
-    const std::string& type = g.intra_node.type;
-    if (type == "pcie" || type == "pcie_switch") {
-      g.intra_node.bandwidth_Bps *= efficiency.pcie;
-      g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.pcie_step_s : 0;
-    } else if (type != "chiplet_mesh") {
-      g.intra_node.bandwidth_Bps *= efficiency.nvswitch;
-      g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.nvswitch_step_s : 0;
-    }
-    g.nic.bandwidth_Bps *= efficiency.nic;
-    // A link given zero latency is an idealisation (free communication): it gets no step cost either.
-    g.nic.latency_s += g.nic.latency_s > 0 ? efficiency.nic_step_s : 0;
-  }
-  return achieved;
-}
-
 } // namespace stepsim

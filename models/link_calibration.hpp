@@ -46,8 +46,6 @@ LinkEfficiency load_link_efficiency();
 // The same, read once per process (for the collective models).
 const LinkEfficiency& link_efficiency();
 
-// The platform with every link's bandwidth scaled to what transfers achieve on it, and each
-// link's latency raised by its type's per-step cost.
-PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEfficiency& efficiency);
+// with_achieved_bandwidth (topologies/nodes/node_type.hpp) scales a platform's links by these.
 
 } // namespace stepsim

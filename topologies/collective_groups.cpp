@@ -1,9 +1,12 @@
 #include "topologies/collective_groups.hpp"
+#include "sim/core/rank_order.hpp"
+#include "sim/core/scenario_check.hpp"
 
 #include "models/collectives/protocol.hpp"
 
 #include "models/device.hpp"
 #include "sim/core/input_error.hpp"
+#include "topologies/nodes/node_type.hpp"
 
 #include <fmt/format.h>
 
@@ -26,8 +29,9 @@ std::vector<int> node_of_gpu(const PlatformSpec& platform)
 
 bool in_switch_reduction(const NodeGroupSpec& group)
 {
-  // NVLS is a feature of the NVSwitch chip: PCIe boards, cube meshes and meshes have none.
-  if (group.gpus_per_node < 2 || (group.intra_node.type != "nvswitch" && group.intra_node.type != "nvl72"))
+  // NVLS is a feature of the NVSwitch chip (the node type says whether it has one) and of the GPU.
+  const NodeType* type = NodeTypeRegistry::find(group.intra_node.type);
+  if (group.gpus_per_node < 2 || type == nullptr || !type->in_switch_reduction)
     return false;
   return load_device(group.gpu, "platform.node_groups[].gpu").nvls;
 }
@@ -85,5 +89,44 @@ void check_collectives(const Workload& w, const SimulationSpec& s, const Collect
       }
     }
 }
+
+namespace {
+
+// An algorithm may not handle every group (halving-doubling needs a power of two, NVLS one
+// NVSwitch node): ask it about the all-reduces of the groups this plan will form, so that a
+// misfit is bad input, not a failed run. simulate() checks every collective once lowered.
+void check_collective_algorithm(const Scenario& s)
+{
+  const CollectiveAlgorithm algorithm = scenario_collective_algorithm(s.simulation);
+  const auto& first = s.platform.node_groups.front();
+  bool nvls         = false;
+  try {
+    nvls = in_switch_reduction(first);
+  } catch (const InputError&) { // an unknown device is reported by its own check
+  }
+  const int tensor = s.parallelism.tensor, data = s.parallelism.data * s.parallelism.context;
+  // Under parallelism.rank_order the tensor group's members are a stride apart.
+  const bool tensor_in_node = 1LL * tensor * dense_grid(s.parallelism).stride(Axis::Tensor) <= first.gpus_per_node;
+  const std::pair<const char*, GroupShape> groups[] = {
+      {"tensor", tensor_in_node ? group_shape(std::vector<int>(static_cast<size_t>(tensor), 0), nvls) : group_shape(tensor)},
+      {"data", group_shape(data)}};
+  const auto forced = s.simulation.collective_algorithm_per_op.find("all_reduce");
+  const bool per_op = forced != s.simulation.collective_algorithm_per_op.end();
+  for (const auto& [name, g] : groups) {
+    try {
+      concrete_algorithm(algorithm, CollectiveOp::AllReduce, g, 1e6).steps(CollectiveOp::AllReduce, g, 1e6);
+    } catch (const std::invalid_argument& e) {
+      throw InputError({fmt::format("simulation.collective_algorithm{}: \"{}\" cannot run the {} group of {}: {}",
+                                    per_op ? ".all_reduce" : "", per_op ? forced->second : s.simulation.collective_algorithm,
+                                    name, g.n, e.what())});
+    }
+  }
+}
+
+const bool checked = ScenarioCheckRegistry::add("collective_algorithm",
+                                                "the collective algorithm can run the plan's tensor and data groups",
+                                                ScenarioCheck{check_collective_algorithm});
+
+} // namespace
 
 } // namespace stepsim

@@ -1,4 +1,5 @@
 #include "topologies/placement.hpp"
+#include "sim/core/scenario_check.hpp"
 
 #include "models/compute/compute_model.hpp"
 #include "workloads/stage_memory.hpp"
@@ -184,5 +185,29 @@ void balance_stage_layers(Scenario& s)
   }
   s.parallelism.stage_layers = by_virtual_stage(layers, chunks);
 }
+
+namespace {
+
+// Reduced fidelity lets one rank stand for its stage: that needs the whole stage on one GPU type.
+void check_stage_placement(const Scenario& s)
+{
+  if (s.platform.node_groups.size() <= 1 || s.simulation.fidelity != "reduced")
+    return;
+  Problems problems;
+  const Placement placement = place_ranks(s);
+  for (size_t stage = 0; stage < placement.group_of_stage.size(); ++stage)
+    if (placement.group_of_stage[stage] < 0)
+      problems.add("simulation.fidelity",
+                   fmt::format("pipeline stage {} runs on GPUs of several node groups, so one rank cannot stand for "
+                               "it: place whole stages on groups (platform.placement.stages) or use \"full\"",
+                               stage));
+  problems.throw_if_any();
+}
+
+const bool checked = ScenarioCheckRegistry::add("stage_placement",
+                                                "under reduced fidelity, every pipeline stage on one node group",
+                                                ScenarioCheck{check_stage_placement, true});
+
+} // namespace
 
 } // namespace stepsim

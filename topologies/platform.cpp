@@ -1,4 +1,5 @@
 #include "topologies/platform.hpp"
+#include "sim/core/scenario_check.hpp"
 
 #include "sim/core/task_graph.hpp"
 #include "topologies/nodes/node_type.hpp"
@@ -6,6 +7,8 @@
 #include <simgrid/s4u.hpp>
 
 #include <fmt/format.h>
+
+#include <optional>
 
 namespace stepsim {
 
@@ -118,10 +121,15 @@ BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& 
       total_gpus += g.gpus_per_node;
     }
   BuiltPlatform out;
+  // Every node of a group asks for its GPUs' host link; the device file is read once per group.
+  std::vector<std::optional<double>> host_link_Bps(spec.node_groups.size());
   auto build_one = [&](sg4::NetZone* parent, const NodePort& port) {
     const std::string path = fmt::format("platform.node_groups[{}]", port.group_index);
+    auto& host_link        = host_link_Bps[static_cast<size_t>(port.group_index)];
+    if (!host_link)
+      host_link = host_link_bandwidth(*port.group, path);
     build_node(parent, *port.group, NodeTypeRegistry::get(port.group->intra_node.type, path + ".intra_node.type"),
-               host_link_bandwidth(*port.group, path), port.node, port.group_index, in_use, host_side, out);
+               *host_link, port.node, port.group_index, in_use, host_side, out);
   };
   if (ports.size() == 1) {
     build_one(nullptr, ports[0]);
@@ -159,5 +167,14 @@ BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& 
   sg4::Engine::get_instance()->get_netzone_root()->seal();
   return out;
 }
+
+namespace {
+
+const bool checked = ScenarioCheckRegistry::add(
+    "fabric", "the network topology exists", ScenarioCheck{[](const Scenario& s) {
+      FabricRegistry::get(s.platform.network.topology, "platform.network.topology");
+    }});
+
+} // namespace
 
 } // namespace stepsim

@@ -18,6 +18,7 @@
 #include "sim/core/task_graph.hpp"
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -62,6 +63,12 @@ GroupShape group_shape(const std::vector<int>& node, bool in_switch_reduction = 
 // The shape of a workload group; `path` measures the platform between two members (may be null).
 GroupShape group_shape(const Group& g, const std::function<PathCost(int member_a, int member_b)>& path = {});
 
+// Which of NCCL's algorithms an algorithm is to NCCL's tuner, whose costs are per algorithm
+// (models/collectives/protocol.cpp: base latency per protocol, the tree's bandwidth factor and
+// extra latency between nodes); Other for what NCCL does not have (direct, halving-doubling,
+// hierarchical).
+enum class NcclAlgorithm : uint8_t { Ring, Tree, Nvls, Other };
+
 struct CollectiveAlgorithm {
   std::string name;
   // Lanes that run side by side, each over bytes / lanes; null = one.
@@ -78,6 +85,9 @@ struct CollectiveAlgorithm {
   // index and the algorithm it runs. -1 / null for a bare algorithm.
   int protocol = -1;
   const CollectiveAlgorithm* bare = nullptr;
+  NcclAlgorithm nccl = NcclAlgorithm::Other;
+  // NCCL runs it with the Simple protocol only (NVLS: multimem loads and stores).
+  bool simple_protocol_only = false;
 };
 
 using CollectiveRegistry = Registry<CollectiveAlgorithm>;

@@ -77,7 +77,7 @@ const CollectiveAlgorithm& with_protocol(const CollectiveAlgorithm& base, Protoc
   static std::map<std::pair<const CollectiveAlgorithm*, Protocol>, std::unique_ptr<CollectiveAlgorithm>> made;
   auto& slot = made[{&base, p}];
   if (!slot) {
-    const double wire = protocol_cost(p).wire_factor / (base.name == "tree" ? tree_cost().bandwidth_factor : 1.0);
+    const double wire = protocol_cost(p).wire_factor / (base.nccl == NcclAlgorithm::Tree ? tree_cost().bandwidth_factor : 1.0);
     slot              = std::make_unique<CollectiveAlgorithm>(base);
     slot->name        = base.name + "/" + protocol_name(p);
     slot->protocol    = static_cast<int>(p);
@@ -93,7 +93,7 @@ const CollectiveAlgorithm& with_protocol(const CollectiveAlgorithm& base, Protoc
 
 std::vector<Protocol> protocols_for(const CollectiveAlgorithm& a)
 {
-  if (a.name == "nvls") // multimem loads and stores: NCCL runs NVLS with Simple only
+  if (a.simple_protocol_only)
     return {Protocol::Simple};
   return {kProtocols.begin(), kProtocols.end()};
 }
@@ -107,12 +107,12 @@ bool same_node(const GroupShape& g, int a, int b)
 
 double base_latency(const CollectiveAlgorithm& bare, const ProtocolCost& c)
 {
-  if (bare.name == "ring")
-    return c.base_ring_s;
-  if (bare.name == "tree")
-    return c.base_tree_s;
-  if (bare.name == "nvls")
-    return c.base_nvls_s;
+  switch (bare.nccl) {
+  case NcclAlgorithm::Ring: return c.base_ring_s;
+  case NcclAlgorithm::Tree: return c.base_tree_s;
+  case NcclAlgorithm::Nvls: return c.base_nvls_s;
+  case NcclAlgorithm::Other: break;
+  }
   return c.base_other_s;
 }
 
@@ -143,7 +143,7 @@ static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, con
   // The extra step latencies along the critical path: the collective's longest chain of steps
   // with each step costing only the protocol's extra latency on its path type.
   const double inside  = g.intra.latency_s > 0 ? c.step_inside_s : 0.0;
-  const double between = g.inter.latency_s > 0 ? c.step_between_s + (a.bare->name == "tree"
+  const double between = g.inter.latency_s > 0 ? c.step_between_s + (a.bare->nccl == NcclAlgorithm::Tree
                                                                          ? tree_cost().step_between_s[static_cast<size_t>(a.protocol)]
                                                                          : 0.0)
                                                : 0.0;
@@ -217,7 +217,7 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
           continue;
         auto path = [&g](int x, int y) { return same_node(g, x, y) ? g.intra : g.inter; };
         t         = launch + uncontended_seconds(candidate, op, g, bytes, path);
-        if (a->name == "tree" && op == CollectiveOp::AllReduce) {
+        if (a->nccl == NcclAlgorithm::Tree && op == CollectiveOp::AllReduce) {
           if (bare_ring_s < 0)
             bare_ring_s = bare_ring_bandwidth_seconds(op, g, bytes);
           t = std::max(t, launch + tuner_tree_bandwidth_seconds(bare_ring_s, p, g));

@@ -106,7 +106,11 @@ const bool registered =
     CollectiveRegistry::add("ring",
                             "NCCL's ring: n-1 (all-reduce 2(n-1)) steps of S/n to the next member; across nodes one ring "
                             "per member of a node, spread over its NICs; broadcast and reduce a pipelined chain",
-                            CollectiveAlgorithm{"ring", ring_lanes, ring_steps, ring_step, {}});
+                            CollectiveAlgorithm{.name  = "ring",
+                                                .lanes = ring_lanes,
+                                                .steps = ring_steps,
+                                                .step  = ring_step,
+                                                .nccl  = NcclAlgorithm::Ring});
 
 } // namespace
 } // namespace stepsim

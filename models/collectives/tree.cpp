@@ -186,7 +186,8 @@ const bool registered = CollectiveRegistry::add(
     "tree",
     "NCCL's double binary tree over nodes (chains inside nodes), pipelined in chunks: all-reduce on two trees of S/2; "
     "broadcast and reduce on one",
-    CollectiveAlgorithm{"tree", tree_lanes, tree_steps, tree_step, {}});
+    CollectiveAlgorithm{.name = "tree", .lanes = tree_lanes, .steps = tree_steps, .step = tree_step,
+                        .nccl = NcclAlgorithm::Tree});
 
 } // namespace
 } // namespace stepsim

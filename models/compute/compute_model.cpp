@@ -1,4 +1,5 @@
 #include "models/compute/compute_model.hpp"
+#include "sim/core/scenario_check.hpp"
 
 #include <boost/range/iterator_range.hpp>
 
@@ -53,5 +54,14 @@ void assign_work_seconds(Workload& workload, const std::vector<const Device*>& d
         graph[v].work += static_cast<int>(it->second);
   }
 }
+
+namespace {
+
+const bool checked = ScenarioCheckRegistry::add(
+    "compute_model", "the compute model exists", ScenarioCheck{[](const Scenario& s) {
+      ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model");
+    }});
+
+} // namespace
 
 } // namespace stepsim

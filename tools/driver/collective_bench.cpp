@@ -9,6 +9,7 @@
 #include "sim/core/input_error.hpp"
 #include "sim/input/json_reader.hpp"
 #include "sim/engine/replay.hpp"
+#include "topologies/nodes/node_type.hpp"
 #include "topologies/platform.hpp"
 #include "sim/simulate.hpp"
 

@@ -7,6 +7,7 @@
 #include "models/link_calibration.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/core/link_bandwidth.hpp"
+#include "topologies/nodes/node_type.hpp"
 #include "topologies/platform.hpp"
 #include "sim/simulate.hpp"
 #include "tools/stepsim/command.hpp"

@@ -85,9 +85,10 @@ void build(NodeBuild& b)
     b.path_to_nic[static_cast<size_t>(g)] = g % per_nic == 0 ? Path{} : xy(g, g / per_nic * per_nic);
 }
 
+// A chiplet mesh is no product with a datasheet: its link bandwidth must be given.
 const bool registered = NodeTypeRegistry::add(
     "chiplet_mesh", "chiplet package: mesh [rows, columns] of chiplets, XY routing (bandwidth per mesh link)",
-    NodeType{0, check, build, true});
+    NodeType{0, check, build, true, std::nullopt, LinkClass::Rated, false});
 
 } // namespace
 } // namespace stepsim

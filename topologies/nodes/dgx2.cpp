@@ -41,9 +41,11 @@ void build(NodeBuild& b)
   });
 }
 
+// 150e9: NVLink2, 6 links x 25 GB/s per V100 into the NVSwitches (DGX-2 datasheet). Its
+// first-generation NVSwitch has no in-switch reduction.
 const bool registered = NodeTypeRegistry::add(
     "dgx2", "DGX-2: 16 V100 on two NVSwitch baseboards joined by a non-blocking trunk (bandwidth per GPU)",
-    NodeType{16, nullptr, build, false});
+    NodeType{16, nullptr, build, false, 150e9, LinkClass::NvLink, false});
 
 } // namespace
 } // namespace stepsim

@@ -1,4 +1,5 @@
 #include "topologies/nodes/node_type.hpp"
+#include "sim/core/scenario_check.hpp"
 
 #include "models/device.hpp"
 #include "sim/core/input_error.hpp"
@@ -110,12 +111,7 @@ double host_link_bandwidth(const NodeGroupSpec& g, const std::string& path)
 {
   if (g.host.link_bandwidth_Bps > 0)
     return g.host.link_bandwidth_Bps;
-  // Every node of a group asks; a device file is read once per process.
-  static std::map<std::string, double> cache;
-  auto it = cache.find(g.gpu);
-  if (it == cache.end())
-    it = cache.emplace(g.gpu, load_device(g.gpu, path + ".gpu").host_link_bandwidth_Bps).first;
-  const double device = it->second;
+  const double device = load_device(g.gpu, path + ".gpu").host_link_bandwidth_Bps;
   if (device <= 0)
     throw InputError({fmt::format("{}.host.link_bandwidth: device \"{}\" gives no host_link_bandwidth; "
                                   "expected a bandwidth such as \"32GBps\"", path, g.gpu)});
@@ -140,11 +136,53 @@ void check_node_types(const PlatformSpec& spec)
       problems.add(fmt::format("platform.node_groups[{}].gpus_per_node", i),
                    fmt::format("a \"{}\" node has {} GPUs, got {}", g.intra_node.type, type->gpus_per_node,
                                g.gpus_per_node));
+    if (g.intra_node.bandwidth_Bps <= 0 && !type->rated_bandwidth_Bps)
+      problems.add(path + ".bandwidth", fmt::format("required field is missing (expected a bandwidth such as "
+                                                    "\"200Gbps\" or \"300GBps\": a \"{}\" node has no rated one)",
+                                                    g.intra_node.type));
     if (type->check)
       for (const auto& p : type->check(g))
         problems.add("", path + "." + p);
   }
   problems.throw_if_any();
 }
+
+void apply_rated_bandwidths(PlatformSpec& spec)
+{
+  for (auto& g : spec.node_groups)
+    if (g.intra_node.bandwidth_Bps <= 0)
+      if (const NodeType* type = NodeTypeRegistry::find(g.intra_node.type); type != nullptr && type->rated_bandwidth_Bps)
+        g.intra_node.bandwidth_Bps = *type->rated_bandwidth_Bps;
+}
+
+PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEfficiency& efficiency)
+{
+  PlatformSpec achieved = platform;
+  for (auto& g : achieved.node_groups) {
+    // NVLink node types take the NVSwitch figure, PCIe ones the PCIe figure; a chiplet mesh has no
+    // measurement to take one from, so its links keep their rated bandwidth.
+    const NodeType* type = NodeTypeRegistry::find(g.intra_node.type);
+    const LinkClass link = type != nullptr ? type->link_class : LinkClass::NvLink;
+    if (link == LinkClass::Pcie) {
+      g.intra_node.bandwidth_Bps *= efficiency.pcie;
+      g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.pcie_step_s : 0;
+    } else if (link == LinkClass::NvLink) {
+      g.intra_node.bandwidth_Bps *= efficiency.nvswitch;
+      g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.nvswitch_step_s : 0;
+    }
+    g.nic.bandwidth_Bps *= efficiency.nic;
+    // A link given zero latency is an idealisation (free communication): it gets no step cost either.
+    g.nic.latency_s += g.nic.latency_s > 0 ? efficiency.nic_step_s : 0;
+  }
+  return achieved;
+}
+
+namespace {
+
+const bool checked = ScenarioCheckRegistry::add(
+    "node_types", "every node group's type exists and fits its GPUs",
+    ScenarioCheck{[](const Scenario& s) { check_node_types(s.platform); }});
+
+} // namespace
 
 } // namespace stepsim

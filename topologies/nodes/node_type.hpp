@@ -14,12 +14,15 @@
 // "gpu0-gpu3-nvlink", "switch1-root"), so that `stepsim platform` groups them by kind.
 #pragma once
 
+#include "models/link_calibration.hpp"
 #include "sim/core/registry.hpp"
 #include "sim/core/scenario.hpp"
 
 #include <simgrid/s4u.hpp>
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +73,13 @@ struct NodeBuild {
   void star(const std::string& role, double Bps, double latency_s);
 };
 
+// Which measured efficiency (configs/calibration/links.json) a node type's GPU links achieve.
+enum class LinkClass : uint8_t {
+  NvLink, // NVLink, through NVSwitches or direct: the "nvswitch" figure
+  Pcie,   // PCIe, direct or through switches: the "pcie" figure
+  Rated,  // no measurement to take one from (a chiplet mesh): the rated bandwidth
+};
+
 struct NodeType {
   // The GPUs per node the type is built for (8 for a DGX-1); 0 = any count.
   int gpus_per_node = 0;
@@ -81,8 +91,22 @@ struct NodeType {
   // Routes between two GPUs cross other GPUs (NVLink cube-mesh, chiplet mesh): when any GPU of a
   // node is needed, all of them are built.
   bool builds_every_gpu = false;
+  // Rated per-direction bandwidth of a GPU's links when intra_node.bandwidth is not given (each
+  // type's file names its datasheet); none: the scenario must give it.
+  std::optional<double> rated_bandwidth_Bps;
+  LinkClass link_class = LinkClass::NvLink;
+  // The switch reduces in place (NVLink SHARP, "NVLS"), where the GPU supports it too.
+  bool in_switch_reduction = false;
 };
 using NodeTypeRegistry = Registry<NodeType>;
+
+// The scenario with each node group's intra_node.bandwidth, where not given, set to its type's
+// rated figure (unknown types and types without one are left for check_node_types to report).
+void apply_rated_bandwidths(PlatformSpec& spec);
+
+// The platform with every link's bandwidth scaled to what transfers achieve on it, and each
+// link's latency raised by its type's per-step cost (models/link_calibration.hpp).
+PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEfficiency& efficiency);
 
 // Checks every node group's `intra_node` against its type: a known name (else the closest one),
 // the GPU count the type needs, the type's own fields. Throws InputError naming the JSON path.

@@ -18,9 +18,11 @@ void build(NodeBuild& b)
   b.add_host_links();
 }
 
+// 900e9: NVLink5, 18 links x 50 GB/s per Blackwell GPU (GB200 NVL72 datasheet); its NVSwitches
+// reduce in place (NVLink SHARP).
 const bool registered = NodeTypeRegistry::add(
     "nvl72", "GB200 NVL72 class: 72 GPUs, each 900 GB/s per direction into one NVSwitch domain",
-    NodeType{72, nullptr, build, false});
+    NodeType{72, nullptr, build, false, 900e9, LinkClass::NvLink, true});
 
 } // namespace
 } // namespace stepsim

@@ -17,9 +17,11 @@ void build(NodeBuild& b)
   b.add_host_links();
 }
 
+// 300e9: NVLink3, 12 links x 25 GB/s per A100 (A100 datasheet). Third-generation NVSwitches
+// (DGX H100) reduce in place (NVLink SHARP) where the GPU supports it (Device::nvls).
 const bool registered = NodeTypeRegistry::add(
     "nvswitch", "DGX A100/H100/H200: each GPU one NVLink link (bandwidth per GPU) to a non-blocking NVSwitch",
-    NodeType{0, nullptr, build, false});
+    NodeType{0, nullptr, build, false, 300e9, LinkClass::NvLink, true});
 
 } // namespace
 } // namespace stepsim

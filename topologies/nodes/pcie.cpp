@@ -26,9 +26,10 @@ void build(NodeBuild& b)
   b.route_to_cpu([&](int g) { return Path{up(g)}; });
 }
 
+// 32e9: PCIe Gen4 x16: 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s per direction.
 const bool registered = NodeTypeRegistry::add(
     "pcie", "workstation: each GPU one PCIe link (bandwidth per GPU) to the CPU root complex, no NVLink",
-    NodeType{0, nullptr, build, false});
+    NodeType{0, nullptr, build, false, 32e9, LinkClass::Pcie, false});
 
 } // namespace
 } // namespace stepsim

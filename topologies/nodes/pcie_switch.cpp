@@ -74,10 +74,11 @@ void build(NodeBuild& b)
     }
 }
 
+// 32e9: PCIe Gen4 x16: 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s per direction.
 const bool registered = NodeTypeRegistry::add(
     "pcie_switch",
     "HGX/cloud board without NVLink: gpus_per_switch GPUs and a NIC per PCIe switch, switches under the CPU",
-    NodeType{0, check, build, false});
+    NodeType{0, check, build, false, 32e9, LinkClass::Pcie, false});
 
 } // namespace
 } // namespace stepsim

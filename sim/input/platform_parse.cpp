@@ -1,0 +1,91 @@
+// The platform section of a scenario: node groups (GPU, node type, NICs, host) and the network.
+#include "sim/input/platform_parse.hpp"
+
+#include "sim/input/limits.hpp"
+#include "sim/input/network_parse.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace stepsim {
+
+using namespace limits;
+
+int PlatformSpec::total_gpus() const
+{
+  int total = 0;
+  for (const auto& g : node_groups)
+    total += g.count * g.gpus_per_node;
+  return total;
+}
+
+
+void read_platform(JsonReader r, PlatformSpec& platform)
+{
+  for (auto& g : r.array_of_objects("node_groups", true)) {
+    NodeGroupSpec spec;
+    spec.count         = static_cast<int>(g.integer("count", std::nullopt, 1, kMaxGpus));
+    spec.gpu           = g.text("gpu");
+    spec.gpus_per_node = static_cast<int>(g.integer("gpus_per_node", 8, 1, kMaxGpusPerNode));
+    auto intra         = g.object("intra_node");
+    // The type names a node builder (topologies/node_*.cpp); the driver checks the name and the
+    // GPU count it needs, so that an unknown type is reported with the closest one.
+    spec.intra_node.type          = intra.text("type", std::string("nvswitch"));
+    // 0 when not given: the node type's rated figure (topologies/nodes/) fills it in.
+    spec.intra_node.bandwidth_Bps = intra.bandwidth("bandwidth", 0.0);
+    spec.intra_node.latency_s     = intra.time("latency", 1e-6);
+    spec.intra_node.gpus_per_switch =
+        static_cast<int>(intra.integer("gpus_per_switch", 2, 1, kMaxGpusPerNode));
+    if (const auto* mesh = intra.raw("mesh")) {
+      const bool ok = mesh->is_array() && mesh->size() == 2 &&
+                      std::all_of(mesh->begin(), mesh->end(), [](const nlohmann::json& v) {
+                        return v.is_number_integer() && v.get<long long>() >= 1 && v.get<long long>() <= kMaxGpusPerNode;
+                      });
+      if (ok)
+        spec.intra_node.mesh = {mesh->at(0).get<int>(), mesh->at(1).get<int>()};
+      else
+        r.problems().add(intra.path_of("mesh"), fmt::format("expected [rows, columns] of chiplets, two integers "
+                                                             "from 1 to {}, got {}", kMaxGpusPerNode, mesh->dump()));
+    }
+    intra.reject_unknown_keys();
+    auto host                         = g.object("host");
+    spec.host.link_bandwidth_Bps      = host.has("link_bandwidth") ? host.bandwidth("link_bandwidth") : 0.0;
+    spec.host.link_latency_s          = host.time("link_latency", 1e-6);
+    spec.host.memory_bandwidth_Bps    = host.bandwidth("memory_bandwidth", 204.8e9);
+    host.reject_unknown_keys();
+    auto nic                  = g.object("nic");
+    spec.nic.count            = static_cast<int>(nic.integer("count", 8, 1, kMaxGpusPerNode));
+    spec.nic.bandwidth_Bps    = nic.bandwidth("bandwidth", 25e9);
+    spec.nic.latency_s        = nic.time("latency", 2e-6);
+    nic.reject_unknown_keys();
+    g.reject_unknown_keys();
+    if (spec.nic.count > spec.gpus_per_node || spec.gpus_per_node % spec.nic.count != 0)
+      r.problems().add(nic.path_of("count"), fmt::format("{} NICs cannot be shared evenly by {} GPUs per node",
+                                                          spec.nic.count, spec.gpus_per_node));
+    platform.node_groups.push_back(spec);
+  }
+  read_network(r.object("network"), platform.network, platform.node_groups);
+  // A preset (configs/platforms/) was expanded into the fields above by expand_platform_preset.
+  platform.preset = r.text("preset", std::string());
+  if (const auto* placement = r.raw("placement")) {
+    JsonReader pr = r.object("placement");
+    if (const auto* stages = pr.raw("stages")) {
+      bool ok = stages->is_array() && !stages->empty();
+      for (const auto& g : ok ? *stages : nlohmann::json::array())
+        ok = ok && g.is_number_integer() && g.get<long long>() >= 0 &&
+             g.get<long long>() < static_cast<long long>(platform.node_groups.size());
+      if (ok)
+        platform.stage_groups = stages->get<std::vector<int>>();
+      else
+        pr.problems().add(pr.path_of("stages"),
+                          "expected an array with one index into platform.node_groups per pipeline stage");
+    }
+    pr.reject_unknown_keys();
+    (void)placement;
+  }
+  r.reject_unknown_keys();
+}
+
+
+} // namespace stepsim

@@ -1,6 +1,9 @@
 #include "sim/engine/replay.hpp"
 
+#include "sim/engine/accounting.hpp"
+#include "sim/engine/activities.hpp"
 #include "sim/engine/collective_timing.hpp"
+#include "sim/engine/jitter.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -15,6 +18,7 @@
 #include <tuple>
 #include <stdexcept>
 #include <unordered_map>
+#include <variant>
 
 namespace stepsim {
 
@@ -22,19 +26,12 @@ namespace sg4 = simgrid::s4u;
 
 namespace {
 
-constexpr double kHostSpeed = 1e9; // GPU hosts run 1e9 "flops" per second: an Exec's amount is nanoseconds
+using namespace engine;
 
-struct TaskRef {
-  int rank_index; // into Workload::ranks
-  TaskId task;
+template <class... Fs> struct Overloaded : Fs... {
+  using Fs::operator()...;
 };
-
-// Data moved between two ranks' GPUs by one activity (for the per-link accounting).
-struct Transfer {
-  int src = -1, dst = -1; // global ranks; src < 0: not a transfer
-  double bytes = 0;
-  double start = 0;
-};
+template <class... Fs> Overloaded(Fs...) -> Overloaded<Fs...>;
 
 class Replay {
 public:
@@ -42,6 +39,7 @@ public:
          const ReplayOptions& options)
       : w_(w), hosts_(hosts), algorithm_(algorithm), options_(options),
         timing_(w, hosts, algorithm, options.analytic_network, options.collective_base_latency_s),
+        accounting_(w, algorithm, timing_, options.record_links), activities_(hosts),
         simulated_(static_cast<size_t>(w.world_size), -1), group_simulated_(w.groups.size(), 0)
   {
     result_.ranks.resize(w.ranks.size());
@@ -79,75 +77,33 @@ public:
     sg4::Engine::get_instance()->run();
     if (remaining_ > 0)
       throw std::runtime_error(deadlock_message());
-    result_.end_s = sg4::Engine::get_clock();
-    export_links_and_waits();
+    result_.end_s      = sg4::Engine::get_clock();
+    result_.activities = activities_.started();
+    accounting_.export_to(result_);
     return std::move(result_);
   }
 
 private:
-  // --- bookkeeping of live SimGrid activities ----------------------------------------------
-  enum class Kind { Chain, PointToPoint, CollectiveStep, CollectiveDelay, CoalescedTransfer, CollectiveBase, HostCopy };
-  struct Live {
-    sg4::ActivityPtr activity;
-    Kind kind;
-    int a = 0, b = 0; // chain: chain; p2p: channel; collective step: instance, member; delay: instance
-    Transfer transfer{}; // what a transfer moves (src < 0 for other activities), for --links
-  };
-
-  size_t launch(sg4::ActivityPtr activity, Kind kind, int a, int b)
-  {
-    const size_t slot = occupy(std::move(activity), kind, a, b, pending_);
-    pending_          = Transfer{};
-    ++result_.activities;
-    return slot;
-  }
-
-  // Starts `activity` in a free slot of live_, which its data points to.
-  size_t occupy(sg4::ActivityPtr activity, Kind kind, int a, int b, const Transfer& transfer)
-  {
-    size_t slot;
-    if (free_slots_.empty()) {
-      slot = live_.size();
-      live_.emplace_back();
-    } else {
-      slot = free_slots_.back();
-      free_slots_.pop_back();
-    }
-    live_[slot] = Live{activity, kind, a, b, transfer};
-    live_[slot].transfer.start = now();
-    activity->set_data(reinterpret_cast<void*>(slot + 1));
-    activity->start();
-    return slot;
-  }
-
   void on_completion(const sg4::Activity& activity)
   {
-    // Checked first: a chain restarted for interference cancels its exec, whose callbacks (one
-    // at once, nested in the restart, one at the engine's next step) carry no slot and must
-    // touch nothing.
-    auto slot = reinterpret_cast<size_t>(activity.get_data<void>());
-    if (slot == 0 || slot > live_.size())
+    auto done = activities_.completed(activity);
+    if (!done)
       return;
-    // An activity must outlive its own completion callback; the previous one is done by now.
-    finished_.clear();
-    Live done = live_[slot - 1];
-    finished_.push_back(std::move(live_[slot - 1].activity));
-    free_slots_.push_back(slot - 1);
-    if (done.transfer.src >= 0)
-      carried(done.transfer.src, done.transfer.dst, done.transfer.bytes, done.transfer.start, now());
-    switch (done.kind) {
-    case Kind::Chain: chain_done(done.a); break;
-    case Kind::PointToPoint: point_to_point_done(done.a); break;
-    case Kind::CollectiveStep: collective_step_done(done.a, done.b); break;
-    case Kind::CollectiveDelay: collective_delay_done(done.a); break;
-    case Kind::CoalescedTransfer: coalesced_transfer_done(done.a); break;
-    case Kind::HostCopy: complete({done.a, static_cast<TaskId>(done.b)}); break;
-    case Kind::CollectiveBase: start_collective_steps(done.a); break;
-    }
+    if (done->transfer.src >= 0)
+      accounting_.carried(done->transfer.src, done->transfer.dst, done->transfer.bytes, done->transfer.start, now());
+    std::visit(Overloaded{
+                   [&](const ChainExec& r) { chain_done(r.chain); },
+                   [&](const PointToPointTransfer& r) { point_to_point_done(r.channel); },
+                   [&](const CollectiveSend& r) { collective_step_done(r); },
+                   [&](const CollectiveDelay& r) { collective_delay_done(r.instance); },
+                   [&](const CoalescedTransfer& r) { coalesced_transfer_done(r.instance); },
+                   [&](const HostCopy& r) { complete(r.task); },
+                   [&](const CollectiveLaunch& r) { start_collective_steps(r.instance); },
+               },
+               done->role);
     drain();
   }
 
-  double now() const { return sg4::Engine::get_clock(); }
   const Task& task_of(const TaskRef& t) const { return w_.ranks[t.rank_index].graph[t.task]; }
   TaskTiming& timing(const TaskRef& t) { return result_.ranks[t.rank_index].tasks[t.task]; }
 
@@ -226,8 +182,9 @@ private:
     TaskId first = 0, last = 0;
     double start = 0;
     std::vector<double> seconds; // of each task, first to last
-    // A chain exposed to interference: its slot in live_, and from which time it ran at which
-    // fraction of the host's speed (one entry per restart), to place its tasks in chain_done.
+    // A chain exposed to interference: its slot in the live activities, and from which time it
+    // ran at which fraction of the host's speed (one entry per restart), to place its tasks in
+    // chain_done.
     bool exposed = false;
     size_t slot  = 0;
     std::vector<std::pair<double, double>> rates;
@@ -268,7 +225,7 @@ private:
     double total = 0;
     for (double s : chain.seconds)
       total += s;
-    if (options_.record_links) { // closed-form collectives inside the chain, at their planned times
+    if (accounting_.records_links()) { // closed-form collectives inside the chain, at their planned times
       double at = chain.start;
       for (TaskId v = chain.first; v <= chain.last; at += chain.seconds[v - chain.first], ++v) {
         const Task& task = g[v];
@@ -276,7 +233,7 @@ private:
           continue;
         const auto& ranks = w_.groups[static_cast<size_t>(task.group)].ranks;
         const int member  = static_cast<int>(std::find(ranks.begin(), ranks.end(), w_.ranks[t.rank_index].rank) - ranks.begin());
-        carried_by_collective(task.group, task.op, task.bytes, member, at, at + chain.seconds[v - chain.first]);
+        accounting_.carried_by_collective(task.group, task.op, task.bytes, member, at, at + chain.seconds[v - chain.first]);
       }
     }
     int id = allocate_chain(std::move(chain));
@@ -290,11 +247,11 @@ private:
     // collectives inside it included): interference slows it.
     c.exposed = task_of(t).kind == TaskKind::Compute && w_.ranks[t.rank_index].comm_compute_interference > 0;
     if (!c.exposed) {
-      launch(chain_exec(c, total * kHostSpeed), Kind::Chain, id, 0);
+      activities_.launch(chain_exec(c, total * kHostSpeed), ChainExec{id});
       return;
     }
     c.rates.emplace_back(now(), compute_rate(t.rank_index));
-    c.slot = launch(chain_exec(c, total * kHostSpeed), Kind::Chain, id, 0);
+    c.slot = activities_.launch(chain_exec(c, total * kHostSpeed), ChainExec{id});
     exposed_chains_[static_cast<size_t>(t.rank_index)].push_back(id);
   }
 
@@ -411,17 +368,13 @@ private:
     const double rate = compute_rate(rank_index);
     for (int id : exposed_chains_[static_cast<size_t>(rank_index)]) {
       Chain& c              = chains_[static_cast<size_t>(id)];
-      sg4::ActivityPtr& old = live_[c.slot].activity;
+      sg4::ActivityPtr& old = activities_.activity(c.slot);
       const double left     = old->get_remaining();
       if (old->get_state() != sg4::Activity::State::STARTED || !(left > 0))
         continue; // ends now: its completion is on its way
-      old->set_data(nullptr);
-      old->suspend(); // a cancelled exec would keep its share of the host until the engine's next step
-      old->cancel();
-      cancelled_.push_back(std::move(old));
-      free_slots_.push_back(c.slot);
+      activities_.cancel(c.slot);
       c.rates.emplace_back(now(), rate);
-      c.slot = occupy(chain_exec(c, left), Kind::Chain, id, 0, Transfer{});
+      c.slot = activities_.occupy(chain_exec(c, left), ChainExec{id}, Transfer{});
     }
   }
 
@@ -451,7 +404,7 @@ private:
       it->second = static_cast<int>(channels_.size());
       channels_.push_back(Channel{{-1, 0}, {-1, 0}, src, dst, task.bytes, now()});
     } else if (send && c_has_recv(it->second)) {
-      waited(dst, src, -1, now() - channels_[static_cast<size_t>(it->second)].posted_s);
+      accounting_.waited(dst, src, -1, now() - channels_[static_cast<size_t>(it->second)].posted_s);
     }
     int id     = it->second;
     Channel& c = channels_[static_cast<size_t>(id)];
@@ -468,14 +421,11 @@ private:
       if (side.rank_index >= 0)
         begin(side);
     if (options_.analytic_network) { // the transfer's closed form on its path, no sharing
-      pending_ = Transfer{c.src, c.dst, c.bytes, 0};
-      launch(sg4::Exec::init()
-                 ->set_host(hosts_[static_cast<size_t>(c.dst)])
-                 ->set_flops_amount(timing_.transfer_seconds(c.src, c.dst, c.bytes) * kHostSpeed),
-             Kind::PointToPoint, id, 0);
+      activities_.launch(activities_.delay(c.dst, timing_.transfer_seconds(c.src, c.dst, c.bytes)), PointToPointTransfer{id},
+                         Transfer{c.src, c.dst, c.bytes, 0});
       return;
     }
-    launch(transfer(c.src, c.dst, c.bytes), Kind::PointToPoint, id, 0);
+    activities_.transfer(c.src, c.dst, c.bytes, PointToPointTransfer{id});
   }
 
   void point_to_point_done(int id)
@@ -504,8 +454,9 @@ private:
       throw std::runtime_error(fmt::format("rank {} copies to host memory, but its node has no CPU host {}",
                                            w_.ranks[t.rank_index].rank, name));
     const bool to_host = task.stream == Stream::DeviceToHost;
-    launch(sg4::Comm::sendto_init(to_host ? gpu : cpu, to_host ? cpu : gpu)->set_payload_size(static_cast<uint64_t>(task.bytes)),
-           Kind::HostCopy, t.rank_index, static_cast<int>(t.task));
+    activities_.launch(
+        sg4::Comm::sendto_init(to_host ? gpu : cpu, to_host ? cpu : gpu)->set_payload_size(static_cast<uint64_t>(task.bytes)),
+        HostCopy{t});
   }
 
   // --- collectives -------------------------------------------------------------------------
@@ -599,7 +550,7 @@ private:
     instance_ids_.erase(it);
     for (size_t m = 0; m < inst.members.size(); ++m) // the last to post kept the others waiting
       if (inst.members[m].task.rank_index >= 0 && g.ranks[m] != me)
-        waited(g.ranks[m], me, inst.group, now() - inst.members[m].posted_s);
+        accounting_.waited(g.ranks[m], me, inst.group, now() - inst.members[m].posted_s);
     for (size_t m = 0; m < inst.members.size(); ++m)
       if (inst.members[m].task.rank_index >= 0)
         begin(inst.members[m].task);
@@ -615,17 +566,13 @@ private:
       }
       for (size_t m = 0; m < inst.members.size(); ++m)
         if (inst.members[m].task.rank_index >= 0)
-          carried_by_collective(inst.group, inst.op, inst.bytes, static_cast<int>(m), now(), now() + seconds);
-      launch(sg4::Exec::init()->set_host(hosts_[static_cast<size_t>(me)])->set_flops_amount(seconds * kHostSpeed),
-             Kind::CollectiveDelay, id, 0);
+          accounting_.carried_by_collective(inst.group, inst.op, inst.bytes, static_cast<int>(m), now(), now() + seconds);
+      activities_.launch(activities_.delay(me, seconds), CollectiveDelay{id});
       return;
     }
     if (const double launch_s = timing_.launch_latency(inst.group, inst.op, inst.bytes); launch_s > 0 && inst.steps > 0) {
       // NCCL's launch cost (and its protocol's step latencies beyond the links'), then the steps
-      launch(sg4::Exec::init()
-                 ->set_host(hosts_[static_cast<size_t>(me)])
-                 ->set_flops_amount(launch_s * kHostSpeed),
-             Kind::CollectiveBase, id, 0);
+      activities_.launch(activities_.delay(me, launch_s), CollectiveLaunch{id});
       return;
     }
     start_collective_steps(id);
@@ -702,7 +649,7 @@ private:
       inst.tail_s = std::max(inst.tail_s, (inst.steps - 1) * timing_.latency(h.src, h.dst));
     inst.coalesced_left = static_cast<int>(lanes.size());
     for (size_t lane = 0; lane < lanes.size(); ++lane)
-      launch(transfer(hops[lane].src, hops[lane].dst, lanes[lane].second), Kind::CoalescedTransfer, id, 0);
+      activities_.transfer(hops[lane].src, hops[lane].dst, lanes[lane].second, CoalescedTransfer{id});
     return true;
   }
 
@@ -750,8 +697,7 @@ private:
       collective_delay_done(id);
       return;
     }
-    launch(sg4::Exec::init()->set_host(hosts_[static_cast<size_t>(me)])->set_flops_amount(inst.tail_s * kHostSpeed),
-           Kind::CollectiveDelay, id, 0);
+    activities_.launch(activities_.delay(me, inst.tail_s), CollectiveDelay{id});
   }
 
   int allocate_instance()
@@ -838,8 +784,7 @@ private:
         Hop hop{g.ranks[static_cast<size_t>(m)], g.ranks[static_cast<size_t>(lane.current.send_to[static_cast<size_t>(q)])]};
         if (inst.simulated == 1)
           hop = step_bottleneck(inst, lane_index, k, hop, lane.current.bytes);
-        launch(transfer(hop.src, hop.dst, lane.current.bytes), Kind::CollectiveStep, id,
-               (m * inst.lanes + lane_index) * CollectiveStep::kMaxPeers + q);
+        activities_.transfer(hop.src, hop.dst, lane.current.bytes, CollectiveSend{id, m, lane_index, q});
       }
       return;
     }
@@ -875,12 +820,13 @@ private:
     ++inbox(inst.members[static_cast<size_t>(to)].lanes[static_cast<size_t>(lane_index)], from).arrived;
   }
 
-  void collective_step_done(int id, int code)
+  void collective_step_done(const CollectiveSend& send)
   {
+    const int id         = send.instance;
     Instance& inst       = instances_[static_cast<size_t>(id)];
-    const int q          = code % CollectiveStep::kMaxPeers;
-    const int lane_index = code / CollectiveStep::kMaxPeers % inst.lanes;
-    const int m          = code / CollectiveStep::kMaxPeers / inst.lanes;
+    const int q          = send.peer;
+    const int lane_index = send.lane;
+    const int m          = send.member;
     Lane& lane           = inst.members[static_cast<size_t>(m)].lanes[static_cast<size_t>(lane_index)];
     const int to         = lane.current.send_to[static_cast<size_t>(q)];
     arrived(id, m, to, lane_index);
@@ -898,98 +844,12 @@ private:
     double f       = 1.0;
     if (static_cast<size_t>(rank) < options_.compute_slowdown.size())
       f = options_.compute_slowdown[static_cast<size_t>(rank)];
-    if (options_.jitter_sigma > 0) {
-      // Box-Muller on two uniforms from a SplitMix64 stream keyed by (seed, rank, task): the same
-      // noise on every run and platform, independent of the order tasks happen to start in.
-      auto next = [](uint64_t& x) {
-        uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
-        z          = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-        z          = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-        return z ^ (z >> 31);
-      };
-      uint64_t state   = (uint64_t(options_.jitter_seed) << 40) ^ (uint64_t(rank) << 24) ^ uint64_t(t.task) * 0x100000001B3ULL;
-      const double u1  = (double(next(state) >> 11) + 0.5) / 9007199254740992.0;
-      const double u2  = (double(next(state) >> 11) + 0.5) / 9007199254740992.0;
-      const double z   = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-      const double sig = options_.jitter_sigma;
-      f *= std::exp(sig * z - 0.5 * sig * sig);
-    }
+    if (options_.jitter_sigma > 0)
+      f *= jitter_factor(options_.jitter_seed, options_.jitter_sigma, rank, t.task);
     return f;
   }
 
-  // A transfer between two ranks' GPUs, remembered for the link accounting of launch().
-  sg4::ActivityPtr transfer(int src_rank, int dst_rank, double bytes)
-  {
-    pending_ = Transfer{src_rank, dst_rank, bytes, 0};
-    return sg4::Comm::sendto_init(hosts_[static_cast<size_t>(src_rank)], hosts_[static_cast<size_t>(dst_rank)])
-        ->set_payload_size(static_cast<uint64_t>(bytes));
-  }
-
-  void carried(int src_rank, int dst_rank, double bytes, double start, double end)
-  {
-    if (!options_.record_links || bytes <= 0)
-      return;
-    for (const auto* link : timing_.links(src_rank, dst_rank)) {
-      auto& usage = link_usage_[link];
-      usage.bytes += bytes;
-      if (end > start)
-        usage.intervals.emplace_back(start, end);
-    }
-  }
-
-  // What member `member` of a closed-form collective sends, spread over [start, end].
-  void carried_by_collective(int group, CollectiveOp op, double bytes, int member, double start, double end)
-  {
-    if (!options_.record_links)
-      return;
-    const auto& ranks = w_.groups[static_cast<size_t>(group)].ranks;
-    const int n       = static_cast<int>(ranks.size());
-    if (member < 0 || member >= n)
-      return;
-    const GroupShape& g = timing_.shape(group);
-    const auto& a       = concrete_algorithm(algorithm_, op, g, bytes);
-    for (int lane = 0, lanes = lanes_of(a, op, g, bytes); lane < lanes; ++lane)
-      for (int k = 0, steps = n > 1 ? a.steps(op, g, bytes) : 0; k < steps; ++k) {
-        const CollectiveStep step = a.step(op, g, bytes, lane, member, k);
-        for (int q = 0; q < step.sends && step.bytes > 0; ++q)
-          carried(ranks[static_cast<size_t>(member)], ranks[static_cast<size_t>(step.send_to[static_cast<size_t>(q)])],
-                  step.bytes, start, end);
-      }
-  }
-
-  void waited(int rank, int peer, int group, double seconds)
-  {
-    if (seconds > 0)
-      waits_[{rank, peer, group}] += seconds;
-  }
-
   bool c_has_recv(int channel) const { return channels_[static_cast<size_t>(channel)].recv.rank_index >= 0; }
-
-  void export_links_and_waits()
-  {
-    for (auto& [link, usage] : link_usage_) {
-      std::sort(usage.intervals.begin(), usage.intervals.end());
-      double busy = 0, open = -1, close = -1;
-      for (const auto& [a, b] : usage.intervals) {
-        if (a > close) {
-          busy += close - open;
-          open = a;
-          close = b;
-        } else {
-          close = std::max(close, b);
-        }
-      }
-      busy += close - open;
-      result_.links.push_back(LinkTraffic{link->get_name(), usage.bytes, busy});
-    }
-    std::sort(result_.links.begin(), result_.links.end(), [](const LinkTraffic& a, const LinkTraffic& b) {
-      return std::tie(b.busy_s, b.bytes, a.name) < std::tie(a.busy_s, a.bytes, b.name);
-    });
-    for (const auto& [key, seconds] : waits_)
-      result_.waits.push_back(RankWait{std::get<0>(key), std::get<1>(key), std::get<2>(key), seconds});
-    std::stable_sort(result_.waits.begin(), result_.waits.end(),
-                     [](const RankWait& a, const RankWait& b) { return a.seconds > b.seconds; });
-  }
 
   std::string deadlock_message() const
   {
@@ -1015,20 +875,14 @@ private:
   const CollectiveAlgorithm& algorithm_;
   const ReplayOptions& options_;
   CollectiveTiming timing_;
-  Transfer pending_; // the transfer the next launch() starts
+  Accounting accounting_;
+  LiveActivities activities_;
   std::map<std::tuple<int, int, double, int, int, int, int>, Hop> bottlenecks_; // step_bottleneck's
-  struct LinkUsage {
-    double bytes = 0;
-    std::vector<std::pair<double, double>> intervals;
-  };
-  std::map<const sg4::Link*, LinkUsage> link_usage_; // output sorted by name and figures, not by pointer
-  std::map<std::tuple<int, int, int>, double> waits_;  // (rank, peer, group) -> seconds
   std::vector<int> simulated_;       // global rank -> index into w_.ranks, or -1
   std::vector<int> group_simulated_; // simulated members of each group
   std::vector<int> collectives_in_flight_;       // on communication streams, per simulated rank
   std::vector<std::vector<char>> interfering_;   // per task: counted in collectives_in_flight_; empty without interference
   std::vector<std::vector<int>> exposed_chains_; // per simulated rank: its running compute chains, with interference
-  std::vector<sg4::ActivityPtr> cancelled_;      // execs replaced by a restart; SimGrid calls back on them later
   ReplayResult result_;
   std::vector<std::vector<int>> indegree_;
   std::vector<std::vector<char>> claimed_;
@@ -1037,9 +891,6 @@ private:
   std::deque<TaskRef> ready_;
   long long remaining_ = 0;
 
-  std::vector<Live> live_;
-  std::vector<size_t> free_slots_;
-  std::vector<sg4::ActivityPtr> finished_;
 
   std::vector<Channel> channels_;
   std::unordered_map<long long, int> channel_ids_;

@@ -32,7 +32,7 @@ std::map<std::string, std::string> collective_algorithms(const Workload& w, Coll
 
 void Collectives::post(const TaskRef& t)
 {
-  const Task& task = scheduler_.task_of(t);
+  const Task& task = parts_.scheduler.task_of(t);
   const Group& g   = w_.groups[static_cast<size_t>(task.group)];
   int seq          = collective_seq_[t.rank_index][task.group]++;
   long long key    = static_cast<long long>(task.group) * (1LL << 32) + seq;
@@ -43,13 +43,13 @@ void Collectives::post(const TaskRef& t)
     inst.group     = task.group;
     inst.op        = task.op;
     inst.bytes     = task.bytes;
-    inst.shape     = &timing_.shape(task.group);
+    inst.shape     = &parts_.timing.shape(task.group);
     inst.algorithm = &concrete_algorithm(algorithm_, task.op, *inst.shape, task.bytes);
     inst.steps     = g.ranks.size() > 1 ? inst.algorithm->steps(task.op, *inst.shape, task.bytes) : 0;
     inst.lanes     = lanes_of(*inst.algorithm, task.op, *inst.shape, task.bytes);
     inst.members.assign(g.ranks.size(), Member{});
     for (int r : g.ranks)
-      inst.simulated += simulated_.simulated(r) ? 1 : 0;
+      inst.simulated += parts_.simulated.simulated(r) ? 1 : 0;
   }
   int id         = it->second;
   Instance& inst = instances_[static_cast<size_t>(id)];
@@ -65,29 +65,29 @@ void Collectives::post(const TaskRef& t)
   instance_ids_.erase(it);
   for (size_t m = 0; m < inst.members.size(); ++m) // the last to post kept the others waiting
     if (inst.members[m].task.rank_index >= 0 && g.ranks[m] != me)
-      accounting_.waited(g.ranks[m], me, inst.group, now() - inst.members[m].posted_s);
+      parts_.accounting.waited(g.ranks[m], me, inst.group, now() - inst.members[m].posted_s);
   for (size_t m = 0; m < inst.members.size(); ++m)
     if (inst.members[m].task.rank_index >= 0)
-      scheduler_.begin(inst.members[m].task);
+      parts_.scheduler.begin(inst.members[m].task);
   if (inst.bytes <= 0 || inst.steps == 0) {
     delay_done(id);
     return;
   }
-  if (timing_.analytic(inst.group, inst.op)) {
-    double seconds = timing_.seconds(inst.group, inst.op, inst.bytes);
+  if (parts_.timing.analytic(inst.group, inst.op)) {
+    double seconds = parts_.timing.seconds(inst.group, inst.op, inst.bytes);
     if (seconds <= 0) {
       delay_done(id);
       return;
     }
     for (size_t m = 0; m < inst.members.size(); ++m)
       if (inst.members[m].task.rank_index >= 0)
-        accounting_.carried_by_collective(inst.group, inst.op, inst.bytes, static_cast<int>(m), now(), now() + seconds);
-    activities_.launch(activities_.delay(me, seconds), CollectiveDelay{id});
+        parts_.accounting.carried_by_collective(inst.group, inst.op, inst.bytes, static_cast<int>(m), now(), now() + seconds);
+    parts_.activities.launch(parts_.activities.delay(me, seconds), CollectiveDelay{id});
     return;
   }
-  if (const double launch_s = timing_.launch_latency(inst.group, inst.op, inst.bytes); launch_s > 0 && inst.steps > 0) {
+  if (const double launch_s = parts_.timing.launch_latency(inst.group, inst.op, inst.bytes); launch_s > 0 && inst.steps > 0) {
     // NCCL's launch cost (and its protocol's step latencies beyond the links'), then the steps
-    activities_.launch(activities_.delay(me, launch_s), CollectiveLaunch{id});
+    parts_.activities.launch(parts_.activities.delay(me, launch_s), CollectiveLaunch{id});
     return;
   }
   start_steps(id);
@@ -167,7 +167,7 @@ void Collectives::advance(int id, int m, int lane_index)
       if (++me.lanes_done < inst.lanes)
         return;
       me.done = true;
-      scheduler_.complete(me.task);
+      parts_.scheduler.complete(me.task);
       if (++inst.finished == inst.simulated)
         free_instances_.push_back(id);
       return;
@@ -183,7 +183,7 @@ void Collectives::advance(int id, int m, int lane_index)
       Hop hop{g.ranks[static_cast<size_t>(m)], g.ranks[static_cast<size_t>(lane.current.send_to[static_cast<size_t>(q)])]};
       if (inst.simulated == 1)
         hop = step_bottleneck(inst, lane_index, k, hop, lane.current.bytes);
-      activities_.transfer(hop.src, hop.dst, lane.current.bytes, CollectiveSend{id, m, lane_index, q});
+      parts_.activities.transfer(hop.src, hop.dst, lane.current.bytes, CollectiveSend{id, m, lane_index, q});
     }
     return;
   }
@@ -194,7 +194,7 @@ void Collectives::delay_done(int id)
   Instance& inst = instances_[static_cast<size_t>(id)];
   for (auto& member : inst.members)
     if (member.task.rank_index >= 0)
-      scheduler_.complete(member.task);
+      parts_.scheduler.complete(member.task);
   free_instances_.push_back(id);
 }
 

@@ -13,6 +13,7 @@
 #include "sim/engine/accounting.hpp"
 #include "sim/engine/activities.hpp"
 #include "sim/engine/collective_timing.hpp"
+#include "sim/engine/parts.hpp"
 #include "sim/engine/scheduler.hpp"
 
 #include <map>
@@ -30,10 +31,8 @@ std::map<std::string, std::string> collective_algorithms(const Workload& w, Coll
 
 class Collectives {
 public:
-  Collectives(const Workload& w, const CollectiveAlgorithm& algorithm, CollectiveTiming& timing,
-              const SimulatedRanks& simulated, Scheduler& scheduler, LiveActivities& activities, Accounting& accounting)
-      : w_(w), algorithm_(algorithm), timing_(timing), simulated_(simulated), scheduler_(scheduler),
-        activities_(activities), accounting_(accounting), collective_seq_(w.ranks.size())
+  Collectives(const Workload& w, const CollectiveAlgorithm& algorithm, const Parts& parts)
+      : w_(w), algorithm_(algorithm), parts_(parts), collective_seq_(w.ranks.size())
   {
   }
 
@@ -97,11 +96,7 @@ private:
 
   const Workload& w_;
   const CollectiveAlgorithm& algorithm_;
-  CollectiveTiming& timing_;
-  const SimulatedRanks& simulated_;
-  Scheduler& scheduler_;
-  LiveActivities& activities_;
-  Accounting& accounting_;
+  Parts parts_;
   std::vector<std::unordered_map<int, int>> collective_seq_;
   std::vector<Instance> instances_;
   std::vector<int> free_instances_;

@@ -9,10 +9,8 @@
 
 namespace stepsim::engine {
 
-Compute::Compute(const Workload& w, const ReplayOptions& options, CollectiveTiming& timing, const SimulatedRanks& simulated,
-                 Scheduler& scheduler, LiveActivities& activities, Accounting& accounting)
-    : w_(w), options_(options), timing_(timing), simulated_(simulated), scheduler_(scheduler), activities_(activities),
-      accounting_(accounting)
+Compute::Compute(const Workload& w, const ReplayOptions& options, const Parts& parts)
+    : w_(w), options_(options), parts_(parts)
 {
   collectives_in_flight_.assign(w_.ranks.size(), 0);
   interfering_.resize(w_.ranks.size());
@@ -31,12 +29,12 @@ Compute::Compute(const Workload& w, const ReplayOptions& options, CollectiveTimi
 // --- chains of timed tasks -------------------------------------------------------------------
 double Compute::timed_seconds(const TaskRef& t)
 {
-  const Task& task = scheduler_.task_of(t);
+  const Task& task = parts_.scheduler.task_of(t);
   if (task.kind == TaskKind::Compute)
     return std::max(0.0, w_.works[static_cast<size_t>(task.work)].seconds) * compute_factor(t);
-  if (task.kind == TaskKind::Collective && simulated_.in_group[static_cast<size_t>(task.group)] == 1 &&
-      timing_.analytic(task.group, task.op))
-    return timing_.seconds(task.group, task.op, task.bytes);
+  if (task.kind == TaskKind::Collective && parts_.simulated.in_group[static_cast<size_t>(task.group)] == 1 &&
+      parts_.timing.analytic(task.group, task.op))
+    return parts_.timing.seconds(task.group, task.op, task.bytes);
   return -1;
 }
 
@@ -70,12 +68,12 @@ void Compute::start_chain(const TaskRef& t, double first_seconds)
   chain.last = last;
   chain.seconds.resize(last - chain.first + 1);
   for (TaskId v = chain.first + 1; v <= chain.last; ++v)
-    scheduler_.claim({t.rank_index, v});
+    parts_.scheduler.claim({t.rank_index, v});
 
   double total = 0;
   for (double s : chain.seconds)
     total += s;
-  if (accounting_.records_links()) { // closed-form collectives inside the chain, at their planned times
+  if (parts_.accounting.records_links()) { // closed-form collectives inside the chain, at their planned times
     double at = chain.start;
     for (TaskId v = chain.first; v <= chain.last; at += chain.seconds[v - chain.first], ++v) {
       const Task& task = g[v];
@@ -83,7 +81,7 @@ void Compute::start_chain(const TaskRef& t, double first_seconds)
         continue;
       const auto& ranks = w_.groups[static_cast<size_t>(task.group)].ranks;
       const int member  = static_cast<int>(std::find(ranks.begin(), ranks.end(), w_.ranks[t.rank_index].rank) - ranks.begin());
-      accounting_.carried_by_collective(task.group, task.op, task.bytes, member, at, at + chain.seconds[v - chain.first]);
+      parts_.accounting.carried_by_collective(task.group, task.op, task.bytes, member, at, at + chain.seconds[v - chain.first]);
     }
   }
   int id = allocate_chain(std::move(chain));
@@ -91,24 +89,24 @@ void Compute::start_chain(const TaskRef& t, double first_seconds)
     chain_done(id);
     return;
   }
-  scheduler_.begin(t);
+  parts_.scheduler.begin(t);
   Chain& c = chains_[static_cast<size_t>(id)];
   // A chain that starts with compute is the rank's compute kernels (tensor-parallel
   // collectives inside it included): interference slows it.
-  c.exposed = scheduler_.task_of(t).kind == TaskKind::Compute && w_.ranks[t.rank_index].comm_compute_interference > 0;
+  c.exposed = parts_.scheduler.task_of(t).kind == TaskKind::Compute && w_.ranks[t.rank_index].comm_compute_interference > 0;
   if (!c.exposed) {
-    activities_.launch(chain_exec(c, total * kHostSpeed), ChainExec{id});
+    parts_.activities.launch(chain_exec(c, total * kHostSpeed), ChainExec{id});
     return;
   }
   c.rates.emplace_back(now(), compute_rate(t.rank_index));
-  c.slot = activities_.launch(chain_exec(c, total * kHostSpeed), ChainExec{id});
+  c.slot = parts_.activities.launch(chain_exec(c, total * kHostSpeed), ChainExec{id});
   exposed_chains_[static_cast<size_t>(t.rank_index)].push_back(id);
 }
 
 // The Exec of a chain with `flops` left to run, bounded while interference slows it.
 sg4::ActivityPtr Compute::chain_exec(const Chain& c, double flops) const
 {
-  auto exec = sg4::Exec::init()->set_host(activities_.host(w_.ranks[static_cast<size_t>(c.rank_index)].rank))
+  auto exec = sg4::Exec::init()->set_host(parts_.activities.host(w_.ranks[static_cast<size_t>(c.rank_index)].rank))
                   ->set_flops_amount(flops);
   if (c.exposed && c.rates.back().second < 1)
     exec->set_bound(c.rates.back().second * kHostSpeed);
@@ -152,7 +150,7 @@ void Compute::chain_done(int id)
     }
     if (v == chain.last)
       end = now();
-    scheduler_.finish({chain.rank_index, v}, t, std::max(t, std::min(end, now())));
+    parts_.scheduler.finish({chain.rank_index, v}, t, std::max(t, std::min(end, now())));
     t = std::max(t, std::min(end, now()));
   }
 }
@@ -180,7 +178,7 @@ double Compute::compute_rate(int rank_index) const
 
 void Compute::began(const TaskRef& t)
 {
-  const Task& task = scheduler_.task_of(t);
+  const Task& task = parts_.scheduler.task_of(t);
   // Tensor-parallel collectives run in order with the rank's compute (Megatron waits for them),
   // so they never share the SMs with a kernel of the same rank.
   if (interfering_[t.rank_index].empty() || task.kind != TaskKind::Collective || !is_communication(task.stream) ||
@@ -207,13 +205,13 @@ void Compute::restart_exposed_chains(int rank_index)
   const double rate = compute_rate(rank_index);
   for (int id : exposed_chains_[static_cast<size_t>(rank_index)]) {
     Chain& c              = chains_[static_cast<size_t>(id)];
-    sg4::ActivityPtr& old = activities_.activity(c.slot);
+    sg4::ActivityPtr& old = parts_.activities.activity(c.slot);
     const double left     = old->get_remaining();
     if (old->get_state() != sg4::Activity::State::STARTED || !(left > 0))
       continue; // ends now: its completion is on its way
-    activities_.cancel(c.slot);
+    parts_.activities.cancel(c.slot);
     c.rates.emplace_back(now(), rate);
-    c.slot = activities_.occupy(chain_exec(c, left), ChainExec{id}, Transfer{});
+    c.slot = parts_.activities.occupy(chain_exec(c, left), ChainExec{id}, Transfer{});
   }
 }
 

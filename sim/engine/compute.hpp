@@ -19,6 +19,7 @@
 #include "sim/engine/accounting.hpp"
 #include "sim/engine/activities.hpp"
 #include "sim/engine/collective_timing.hpp"
+#include "sim/engine/parts.hpp"
 #include "sim/engine/replay.hpp"
 #include "sim/engine/scheduler.hpp"
 
@@ -30,8 +31,7 @@ namespace stepsim::engine {
 class Compute final : public Scheduler::Watcher {
 public:
   // Throws std::runtime_error for an interference factor that leaves compute no speed.
-  Compute(const Workload& w, const ReplayOptions& options, CollectiveTiming& timing, const SimulatedRanks& simulated,
-          Scheduler& scheduler, LiveActivities& activities, Accounting& accounting);
+  Compute(const Workload& w, const ReplayOptions& options, const Parts& parts);
 
   // How long the task takes, or -1 when that is known only once it runs.
   double timed_seconds(const TaskRef& t);
@@ -67,11 +67,7 @@ private:
 
   const Workload& w_;
   const ReplayOptions& options_;
-  CollectiveTiming& timing_;
-  const SimulatedRanks& simulated_;
-  Scheduler& scheduler_;
-  LiveActivities& activities_;
-  Accounting& accounting_;
+  Parts parts_;
   std::vector<Chain> chains_;
   std::vector<int> free_chains_;
   std::vector<int> collectives_in_flight_;       // on communication streams, per simulated rank

@@ -48,7 +48,7 @@ bool Collectives::coalesce(int id)
     const int peer     = lanes[lane].first;
     const double bytes = lanes[lane].second;
     auto cost          = [&](const Hop& h) {
-      return timing_.transfer_seconds(h.src, h.dst, bytes) + (inst.steps - 1) * timing_.latency(h.src, h.dst);
+      return parts_.timing.transfer_seconds(h.src, h.dst, bytes) + (inst.steps - 1) * parts_.timing.latency(h.src, h.dst);
     };
     Hop slowest{src, g.ranks[static_cast<size_t>(peer)]};
     double worst = cost(slowest);
@@ -66,10 +66,10 @@ bool Collectives::coalesce(int id)
   }
   inst.tail_s = 0;
   for (const Hop& h : hops)
-    inst.tail_s = std::max(inst.tail_s, (inst.steps - 1) * timing_.latency(h.src, h.dst));
+    inst.tail_s = std::max(inst.tail_s, (inst.steps - 1) * parts_.timing.latency(h.src, h.dst));
   inst.coalesced_left = static_cast<int>(lanes.size());
   for (size_t lane = 0; lane < lanes.size(); ++lane)
-    activities_.transfer(hops[lane].src, hops[lane].dst, lanes[lane].second, CoalescedTransfer{id});
+    parts_.activities.transfer(hops[lane].src, hops[lane].dst, lanes[lane].second, CoalescedTransfer{id});
   return true;
 }
 
@@ -84,14 +84,14 @@ Collectives::Hop Collectives::step_bottleneck(const Instance& inst, int lane, in
   if (!fresh)
     return it->second;
   const Group& g = w_.groups[static_cast<size_t>(inst.group)];
-  double worst   = timing_.transfer_seconds(own.src, own.dst, bytes);
+  double worst   = parts_.timing.transfer_seconds(own.src, own.dst, bytes);
   for (int other = 0; other < static_cast<int>(g.ranks.size()); ++other) {
     const CollectiveStep step = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, lane, other, k);
     if (step.bytes <= 0)
       continue;
     for (int q = 0; q < step.sends; ++q) {
       const Hop hop{g.ranks[static_cast<size_t>(other)], g.ranks[static_cast<size_t>(step.send_to[static_cast<size_t>(q)])]};
-      if (const double c = timing_.transfer_seconds(hop.src, hop.dst, step.bytes); c > worst) {
+      if (const double c = parts_.timing.transfer_seconds(hop.src, hop.dst, step.bytes); c > worst) {
         worst      = c;
         it->second = hop;
       }
@@ -113,7 +113,7 @@ void Collectives::coalesced_transfer_done(int id)
     delay_done(id);
     return;
   }
-  activities_.launch(activities_.delay(me, inst.tail_s), CollectiveDelay{id});
+  parts_.activities.launch(parts_.activities.delay(me, inst.tail_s), CollectiveDelay{id});
 }
 
 } // namespace stepsim::engine

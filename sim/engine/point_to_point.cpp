@@ -14,7 +14,7 @@ namespace stepsim::engine {
 
 void PointToPoint::post(const TaskRef& t)
 {
-  const Task& task  = scheduler_.task_of(t);
+  const Task& task  = parts_.scheduler.task_of(t);
   const int me      = w_.ranks[t.rank_index].rank;
   const bool send   = task.kind == TaskKind::Send;
   const int src     = send ? me : task.peer;
@@ -25,12 +25,12 @@ void PointToPoint::post(const TaskRef& t)
     it->second = static_cast<int>(channels_.size());
     channels_.push_back(Channel{{-1, 0}, {-1, 0}, src, dst, task.bytes, now()});
   } else if (send && c_has_recv(it->second)) {
-    accounting_.waited(dst, src, -1, now() - channels_[static_cast<size_t>(it->second)].posted_s);
+    parts_.accounting.waited(dst, src, -1, now() - channels_[static_cast<size_t>(it->second)].posted_s);
   }
   int id     = it->second;
   Channel& c = channels_[static_cast<size_t>(id)];
   (send ? c.send : c.recv) = t;
-  const bool peer_simulated = simulated_.simulated(task.peer);
+  const bool peer_simulated = parts_.simulated.simulated(task.peer);
   if (peer_simulated && (c.send.rank_index < 0 || c.recv.rank_index < 0))
     return; // wait for the other side to post
   channel_ids_.erase(it);
@@ -40,13 +40,13 @@ void PointToPoint::post(const TaskRef& t)
   }
   for (TaskRef side : {c.send, c.recv})
     if (side.rank_index >= 0)
-      scheduler_.begin(side);
+      parts_.scheduler.begin(side);
   if (analytic_network_) { // the transfer's closed form on its path, no sharing
-    activities_.launch(activities_.delay(c.dst, timing_.transfer_seconds(c.src, c.dst, c.bytes)), PointToPointTransfer{id},
+    parts_.activities.launch(parts_.activities.delay(c.dst, parts_.timing.transfer_seconds(c.src, c.dst, c.bytes)), PointToPointTransfer{id},
                        Transfer{c.src, c.dst, c.bytes, 0});
     return;
   }
-  activities_.transfer(c.src, c.dst, c.bytes, PointToPointTransfer{id});
+  parts_.activities.transfer(c.src, c.dst, c.bytes, PointToPointTransfer{id});
 }
 
 void PointToPoint::transfer_done(int id)
@@ -54,27 +54,27 @@ void PointToPoint::transfer_done(int id)
   Channel& c = channels_[static_cast<size_t>(id)];
   for (TaskRef side : {c.send, c.recv})
     if (side.rank_index >= 0)
-      scheduler_.complete(side);
+      parts_.scheduler.complete(side);
 }
 
 // One transfer between the rank's GPU and its node's CPU host ("nodeN-cpu", in the GPU's node
 // zone), so that it shares the host link and the CPU side with the node's other host traffic.
 void PointToPoint::post_host_copy(const TaskRef& t)
 {
-  const Task& task = scheduler_.task_of(t);
-  scheduler_.begin(t);
+  const Task& task = parts_.scheduler.task_of(t);
+  parts_.scheduler.begin(t);
   if (task.bytes <= 0) {
-    scheduler_.complete(t);
+    parts_.scheduler.complete(t);
     return;
   }
-  sg4::Host* gpu    = activities_.host(w_.ranks[t.rank_index].rank);
+  sg4::Host* gpu    = parts_.activities.host(w_.ranks[t.rank_index].rank);
   const auto name   = std::string(gpu->get_englobing_zone()->get_name()) + "-cpu";
   sg4::Host* cpu    = sg4::Host::by_name_or_null(name);
   if (cpu == nullptr)
     throw std::runtime_error(fmt::format("rank {} copies to host memory, but its node has no CPU host {}",
                                          w_.ranks[t.rank_index].rank, name));
   const bool to_host = task.stream == Stream::DeviceToHost;
-  activities_.launch(
+  parts_.activities.launch(
       sg4::Comm::sendto_init(to_host ? gpu : cpu, to_host ? cpu : gpu)->set_payload_size(static_cast<uint64_t>(task.bytes)),
       HostCopy{t});
 }

@@ -8,6 +8,7 @@
 #include "sim/engine/accounting.hpp"
 #include "sim/engine/activities.hpp"
 #include "sim/engine/collective_timing.hpp"
+#include "sim/engine/parts.hpp"
 #include "sim/engine/scheduler.hpp"
 
 #include <unordered_map>
@@ -18,10 +19,8 @@ namespace stepsim::engine {
 class PointToPoint {
 public:
   // `analytic_network`: each transfer takes its closed form on its path, no sharing.
-  PointToPoint(const Workload& w, bool analytic_network, CollectiveTiming& timing, const SimulatedRanks& simulated,
-               Scheduler& scheduler, LiveActivities& activities, Accounting& accounting)
-      : w_(w), analytic_network_(analytic_network), timing_(timing), simulated_(simulated), scheduler_(scheduler),
-        activities_(activities), accounting_(accounting)
+  PointToPoint(const Workload& w, bool analytic_network, const Parts& parts)
+      : w_(w), analytic_network_(analytic_network), parts_(parts)
   {
   }
 
@@ -47,11 +46,7 @@ private:
 
   const Workload& w_;
   bool analytic_network_;
-  CollectiveTiming& timing_;
-  const SimulatedRanks& simulated_;
-  Scheduler& scheduler_;
-  LiveActivities& activities_;
-  Accounting& accounting_;
+  Parts parts_;
   std::vector<Channel> channels_;
   std::unordered_map<long long, int> channel_ids_;
 };

@@ -38,9 +38,8 @@ public:
       : w_(w), algorithm_(algorithm),
         timing_(w, hosts, algorithm, options.analytic_network, options.collective_base_latency_s), simulated_(w),
         scheduler_(w), activities_(hosts), accounting_(w, algorithm, timing_, options.record_links),
-        compute_(w, options, timing_, simulated_, scheduler_, activities_, accounting_),
-        point_to_point_(w, options.analytic_network, timing_, simulated_, scheduler_, activities_, accounting_),
-        collectives_(w, algorithm, timing_, simulated_, scheduler_, activities_, accounting_)
+        parts_{timing_, simulated_, scheduler_, activities_, accounting_}, compute_(w, options, parts_),
+        point_to_point_(w, options.analytic_network, parts_), collectives_(w, algorithm, parts_)
   {
     scheduler_.watch(compute_);
   }
@@ -111,6 +110,7 @@ private:
   Scheduler scheduler_;
   LiveActivities activities_;
   Accounting accounting_;
+  Parts parts_;
   Compute compute_;
   PointToPoint point_to_point_;
   Collectives collectives_;

@@ -1,0 +1,239 @@
+#include "sim/engine/collectives.hpp"
+
+#include <set>
+#include <string>
+#include <tuple>
+
+namespace stepsim::engine {
+
+std::map<std::string, std::string> collective_algorithms(const Workload& w, CollectiveTiming& timing,
+                                                         const CollectiveAlgorithm& algorithm)
+{
+  std::map<std::string, std::string> algorithms;
+  std::set<std::tuple<int, CollectiveOp, double>> seen;
+  std::map<std::string, std::set<std::string>> used;
+  for (const auto& program : w.ranks)
+    for (auto v : boost::make_iterator_range(boost::vertices(program.graph))) {
+      const Task& t = program.graph[v];
+      if (t.kind != TaskKind::Collective || !seen.emplace(t.group, t.op, t.bytes).second)
+        continue;
+      const GroupShape& g = timing.shape(t.group);
+      if (g.n > 1)
+        used[collective_name(t.op)].insert(concrete_algorithm(algorithm, t.op, g, t.bytes).name);
+    }
+  for (const auto& [op, names] : used) {
+    std::string joined;
+    for (const auto& name : names)
+      joined += (joined.empty() ? "" : "+") + name;
+    algorithms[op] = joined;
+  }
+  return algorithms;
+}
+
+void Collectives::post(const TaskRef& t)
+{
+  const Task& task = parts_.scheduler.task_of(t);
+  const Group& g   = w_.groups[static_cast<size_t>(task.group)];
+  int seq          = collective_seq_[t.rank_index][task.group]++;
+  long long key    = static_cast<long long>(task.group) * (1LL << 32) + seq;
+  auto [it, fresh] = instance_ids_.try_emplace(key, 0);
+  if (fresh) {
+    it->second = allocate_instance();
+    Instance& inst = instances_[static_cast<size_t>(it->second)];
+    inst.group     = task.group;
+    inst.op        = task.op;
+    inst.bytes     = task.bytes;
+    inst.shape     = &parts_.timing.shape(task.group);
+    inst.algorithm = &concrete_algorithm(algorithm_, task.op, *inst.shape, task.bytes);
+    inst.steps     = g.ranks.size() > 1 ? inst.algorithm->steps(task.op, *inst.shape, task.bytes) : 0;
+    inst.lanes     = lanes_of(*inst.algorithm, task.op, *inst.shape, task.bytes);
+    inst.members.assign(g.ranks.size(), Member{});
+    for (int r : g.ranks)
+      inst.simulated += parts_.simulated.simulated(r) ? 1 : 0;
+  }
+  int id         = it->second;
+  Instance& inst = instances_[static_cast<size_t>(id)];
+  const int me   = w_.ranks[t.rank_index].rank;
+  for (size_t m = 0; m < g.ranks.size(); ++m)
+    if (g.ranks[m] == me) {
+      inst.members[m].task     = t;
+      inst.members[m].posted_s = now();
+      inst.members[m].lanes.assign(static_cast<size_t>(inst.lanes), Lane{});
+    }
+  if (++inst.posted < inst.simulated)
+    return; // a collective starts when every simulated member has posted it
+  instance_ids_.erase(it);
+  for (size_t m = 0; m < inst.members.size(); ++m) // the last to post kept the others waiting
+    if (inst.members[m].task.rank_index >= 0 && g.ranks[m] != me)
+      parts_.accounting.waited(g.ranks[m], me, inst.group, now() - inst.members[m].posted_s);
+  for (size_t m = 0; m < inst.members.size(); ++m)
+    if (inst.members[m].task.rank_index >= 0)
+      parts_.scheduler.begin(inst.members[m].task);
+  if (inst.bytes <= 0 || inst.steps == 0) {
+    delay_done(id);
+    return;
+  }
+  if (parts_.timing.analytic(inst.group, inst.op)) {
+    double seconds = parts_.timing.seconds(inst.group, inst.op, inst.bytes);
+    if (seconds <= 0) {
+      delay_done(id);
+      return;
+    }
+    for (size_t m = 0; m < inst.members.size(); ++m)
+      if (inst.members[m].task.rank_index >= 0)
+        parts_.accounting.carried_by_collective(inst.group, inst.op, inst.bytes, static_cast<int>(m), now(), now() + seconds);
+    parts_.activities.launch(parts_.activities.delay(me, seconds), CollectiveDelay{id});
+    return;
+  }
+  if (const double launch_s = parts_.timing.launch_latency(inst.group, inst.op, inst.bytes); launch_s > 0 && inst.steps > 0) {
+    // NCCL's launch cost (and its protocol's step latencies beyond the links'), then the steps
+    parts_.activities.launch(parts_.activities.delay(me, launch_s), CollectiveLaunch{id});
+    return;
+  }
+  start_steps(id);
+}
+
+void Collectives::start_steps(int id)
+{
+  Instance& inst = instances_[static_cast<size_t>(id)];
+  if (inst.simulated == 1 && coalesce(id))
+    return;
+  for (size_t m = 0; m < inst.members.size(); ++m)
+    if (inst.members[m].task.rank_index >= 0)
+      for (int lane = 0; lane < inst.lanes; ++lane)
+        advance(id, static_cast<int>(m), lane);
+}
+
+int Collectives::allocate_instance()
+{
+  if (!free_instances_.empty()) {
+    int id = free_instances_.back();
+    free_instances_.pop_back();
+    instances_[static_cast<size_t>(id)] = Instance{};
+    return id;
+  }
+  instances_.emplace_back();
+  return static_cast<int>(instances_.size() - 1);
+}
+
+Collectives::Inbox& Collectives::inbox(Lane& lane, int from)
+{
+  for (auto& box : lane.inboxes)
+    if (box.from == from)
+      return box;
+  lane.inboxes.push_back(Inbox{from, 0, 0});
+  return lane.inboxes.back();
+}
+
+// True when every receive of the member's step k-1 from a simulated member has arrived; then
+// takes them. (A member that is not simulated behaves like this one: it is not waited for.)
+bool Collectives::take_receives(Instance& inst, int m, Lane& lane, int lane_index, int k)
+{
+  if (k == 0)
+    return true;
+  const CollectiveStep prev = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, lane_index, m, k - 1);
+  for (int r = 0; r < prev.recvs; ++r) {
+    const int from = prev.recv_from[static_cast<size_t>(r)];
+    if (!simulated_member(inst, from))
+      continue;
+    int same = 0;
+    for (int q = 0; q < r; ++q)
+      same += prev.recv_from[static_cast<size_t>(q)] == from ? 1 : 0;
+    const Inbox& box = inbox(lane, from);
+    if (box.arrived <= box.consumed + same)
+      return false;
+  }
+  for (int r = 0; r < prev.recvs; ++r)
+    if (simulated_member(inst, prev.recv_from[static_cast<size_t>(r)]))
+      ++inbox(lane, prev.recv_from[static_cast<size_t>(r)]).consumed;
+  return true;
+}
+
+// Starts the member's next step on a lane if it may, or finishes the lane (and the member).
+void Collectives::advance(int id, int m, int lane_index)
+{
+  Instance& inst = instances_[static_cast<size_t>(id)];
+  Member& me     = inst.members[static_cast<size_t>(m)];
+  Lane& lane     = me.lanes[static_cast<size_t>(lane_index)];
+  if (lane.sending || me.done || lane.step > inst.steps)
+    return;
+  const Group& g = w_.groups[static_cast<size_t>(inst.group)];
+  while (true) {
+    const int k = lane.step;
+    if (!take_receives(inst, m, lane, lane_index, k))
+      return;
+    if (k == inst.steps) {
+      lane.step = inst.steps + 1; // finished
+      if (++me.lanes_done < inst.lanes)
+        return;
+      me.done = true;
+      parts_.scheduler.complete(me.task);
+      if (++inst.finished == inst.simulated)
+        free_instances_.push_back(id);
+      return;
+    }
+    lane.current = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, lane_index, m, k);
+    if (lane.current.sends == 0 || lane.current.bytes <= 0) {
+      sent_to_all(id, m, lane_index);
+      continue;
+    }
+    lane.sending   = true;
+    lane.in_flight = lane.current.sends;
+    for (int q = 0; q < lane.current.sends; ++q) {
+      Hop hop{g.ranks[static_cast<size_t>(m)], g.ranks[static_cast<size_t>(lane.current.send_to[static_cast<size_t>(q)])]};
+      if (inst.simulated == 1)
+        hop = step_bottleneck(inst, lane_index, k, hop, lane.current.bytes);
+      parts_.activities.transfer(hop.src, hop.dst, lane.current.bytes, CollectiveSend{id, m, lane_index, q});
+    }
+    return;
+  }
+}
+
+void Collectives::delay_done(int id)
+{
+  Instance& inst = instances_[static_cast<size_t>(id)];
+  for (auto& member : inst.members)
+    if (member.task.rank_index >= 0)
+      parts_.scheduler.complete(member.task);
+  free_instances_.push_back(id);
+}
+
+// The member's current step on a lane has delivered everything: count the arrivals (a step
+// without bytes delivers at once) and move to the next step.
+void Collectives::sent_to_all(int id, int m, int lane_index)
+{
+  Instance& inst = instances_[static_cast<size_t>(id)];
+  Lane& lane     = inst.members[static_cast<size_t>(m)].lanes[static_cast<size_t>(lane_index)];
+  if (lane.current.bytes <= 0)
+    for (int q = 0; q < lane.current.sends; ++q)
+      arrived(id, m, lane.current.send_to[static_cast<size_t>(q)], lane_index);
+  lane.sending = false;
+  ++lane.step;
+}
+
+void Collectives::arrived(int id, int from, int to, int lane_index)
+{
+  Instance& inst = instances_[static_cast<size_t>(id)];
+  if (!simulated_member(inst, to))
+    return;
+  ++inbox(inst.members[static_cast<size_t>(to)].lanes[static_cast<size_t>(lane_index)], from).arrived;
+}
+
+void Collectives::send_done(const CollectiveSend& send)
+{
+  const int id         = send.instance;
+  Instance& inst       = instances_[static_cast<size_t>(id)];
+  const int q          = send.peer;
+  const int lane_index = send.lane;
+  const int m          = send.member;
+  Lane& lane           = inst.members[static_cast<size_t>(m)].lanes[static_cast<size_t>(lane_index)];
+  const int to         = lane.current.send_to[static_cast<size_t>(q)];
+  arrived(id, m, to, lane_index);
+  if (--lane.in_flight == 0)
+    sent_to_all(id, m, lane_index);
+  if (simulated_member(inst, to) && to != m)
+    advance(id, to, lane_index);
+  advance(id, m, lane_index);
+}
+
+} // namespace stepsim::engine

@@ -1,0 +1,107 @@
+// Collectives, expanded step by step into transfers by the collective algorithm, or timed by
+// their closed form where no other traffic can share their links (collective_timing.hpp).
+//
+// Each member runs the algorithm's lanes side by side; on a lane, step k starts when the
+// member's sends of step k-1 have finished and the receives it lists up to step k-1 have
+// arrived (messages between two members are matched in order, models/collectives/collective.hpp).
+// A group member that is not simulated (reduced fidelity) is taken to behave like the simulated
+// ones: its sends are not replayed, and a simulated member does not wait for data from it beyond
+// its own pace; a lone simulated member's transfers run on the slowest hop of each step over all
+// members (the pace the group's ring or exchange keeps).
+#pragma once
+
+#include "sim/engine/accounting.hpp"
+#include "sim/engine/activities.hpp"
+#include "sim/engine/collective_timing.hpp"
+#include "sim/engine/parts.hpp"
+#include "sim/engine/scheduler.hpp"
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace stepsim::engine {
+
+// Which algorithm runs each collective type ("auto" and per-type choices pick per group and
+// size), for the report: the names in order, joined by "+" when a type used several.
+std::map<std::string, std::string> collective_algorithms(const Workload& w, CollectiveTiming& timing,
+                                                         const CollectiveAlgorithm& algorithm);
+
+class Collectives {
+public:
+  Collectives(const Workload& w, const CollectiveAlgorithm& algorithm, const Parts& parts)
+      : w_(w), algorithm_(algorithm), parts_(parts), collective_seq_(w.ranks.size())
+  {
+  }
+
+  // A member's collective task is ready; the collective starts when every simulated member has
+  // posted it.
+  void post(const TaskRef& t);
+  // After NCCL's launch cost: the members' first steps.
+  void start_steps(int id);
+  void send_done(const CollectiveSend& send);
+  // A collective timed as a whole (or a coalesced one's tail) has ended: every member ends.
+  void delay_done(int id);
+  void coalesced_transfer_done(int id);
+
+private:
+  struct Inbox {
+    int from = 0, arrived = 0, consumed = 0;
+  };
+  struct Lane {
+    int step = 0;      // the step being sent, or the next to start
+    int in_flight = 0; // sends of `step` still moving
+    bool sending = false;
+    CollectiveStep current;     // the step being sent
+    std::vector<Inbox> inboxes; // per peer it receives from (few: ring 1, tree up to 4)
+  };
+  struct Member {
+    TaskRef task{-1, 0};
+    std::vector<Lane> lanes;
+    int lanes_done = 0;
+    bool done = false;
+    double posted_s = 0; // when this member posted the collective
+  };
+  struct Instance {
+    int group = 0;
+    CollectiveOp op = CollectiveOp::AllReduce;
+    double bytes = 0;
+    const CollectiveAlgorithm* algorithm = nullptr; // the concrete one
+    const GroupShape* shape = nullptr;
+    int steps = 0, lanes = 1, posted = 0, simulated = 0, finished = 0;
+    int coalesced_left = 0; // transfers of a coalesced collective still moving
+    double tail_s = 0;      // latency still to wait after a coalesced transfer
+    std::vector<Member> members; // by position in the group
+  };
+  struct Hop {
+    int src = -1, dst = -1; // global ranks
+  };
+
+  // A lone simulated member (lone_member.cpp).
+  bool coalesce(int id);
+  Hop step_bottleneck(const Instance& inst, int lane, int k, Hop own, double bytes);
+
+  int allocate_instance();
+  bool simulated_member(const Instance& inst, int m) const
+  {
+    return m >= 0 && inst.members[static_cast<size_t>(m)].task.rank_index >= 0;
+  }
+  static Inbox& inbox(Lane& lane, int from);
+  bool take_receives(Instance& inst, int m, Lane& lane, int lane_index, int k);
+  void advance(int id, int m, int lane_index);
+  void sent_to_all(int id, int m, int lane_index);
+  void arrived(int id, int from, int to, int lane_index);
+
+  const Workload& w_;
+  const CollectiveAlgorithm& algorithm_;
+  Parts parts_;
+  std::vector<std::unordered_map<int, int>> collective_seq_;
+  std::vector<Instance> instances_;
+  std::vector<int> free_instances_;
+  std::unordered_map<long long, int> instance_ids_;
+  std::map<std::tuple<int, int, double, int, int, int, int>, Hop> bottlenecks_; // step_bottleneck's
+};
+
+} // namespace stepsim::engine

@@ -1,0 +1,218 @@
+#include "sim/engine/compute.hpp"
+
+#include "sim/engine/jitter.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace stepsim::engine {
+
+Compute::Compute(const Workload& w, const ReplayOptions& options, const Parts& parts)
+    : w_(w), options_(options), parts_(parts)
+{
+  collectives_in_flight_.assign(w_.ranks.size(), 0);
+  interfering_.resize(w_.ranks.size());
+  exposed_chains_.resize(w_.ranks.size());
+  for (size_t i = 0; i < w_.ranks.size(); ++i) {
+    const double f = w_.ranks[i].comm_compute_interference;
+    if (!(f > 0))
+      continue;
+    if (f >= 1)
+      throw std::runtime_error(fmt::format("rank {}: a compute/communication interference of {} leaves compute no speed",
+                                           w_.ranks[i].rank, f));
+    interfering_[i].assign(boost::num_vertices(w_.ranks[i].graph), 0);
+  }
+}
+
+// --- chains of timed tasks -------------------------------------------------------------------
+double Compute::timed_seconds(const TaskRef& t)
+{
+  const Task& task = parts_.scheduler.task_of(t);
+  if (task.kind == TaskKind::Compute)
+    return std::max(0.0, w_.works[static_cast<size_t>(task.work)].seconds) * compute_factor(t);
+  if (task.kind == TaskKind::Collective && parts_.simulated.in_group[static_cast<size_t>(task.group)] == 1 &&
+      parts_.timing.analytic(task.group, task.op))
+    return parts_.timing.seconds(task.group, task.op, task.bytes);
+  return -1;
+}
+
+void Compute::start_chain(const TaskRef& t, double first_seconds)
+{
+  const auto& g = w_.ranks[t.rank_index].graph;
+  Chain chain{t.rank_index, t.task, t.task, now(), {first_seconds}, false, 0, {}};
+  // Grow while the next task waits for the chain's tail and otherwise only for tasks of the
+  // chain: it would start exactly when the tail ends (tasks of a rank are numbered in program
+  // order, and every edge goes forward).
+  for (TaskId next = t.task + 1; next < boost::num_vertices(g); ++next) {
+    bool inside = true, after_tail = false;
+    for (auto [e, end] = boost::in_edges(next, g); e != end && inside; ++e) {
+      inside     = boost::source(*e, g) >= chain.first;
+      after_tail = after_tail || boost::source(*e, g) == chain.last;
+    }
+    const double seconds = inside && after_tail ? timed_seconds({t.rank_index, next}) : -1;
+    if (seconds < 0)
+      break;
+    chain.seconds.push_back(seconds);
+    chain.last = next;
+  }
+  // Cut it where a task releases one outside the chain: that one must not wait for the end.
+  TaskId last = chain.first, reach = chain.first;
+  for (TaskId v = chain.first; v <= chain.last; ++v) {
+    if (v > chain.first && reach <= v)
+      last = v;
+    for (auto [e, end] = boost::out_edges(v, g); e != end; ++e)
+      reach = std::max(reach, boost::target(*e, g));
+  }
+  chain.last = last;
+  chain.seconds.resize(last - chain.first + 1);
+  for (TaskId v = chain.first + 1; v <= chain.last; ++v)
+    parts_.scheduler.claim({t.rank_index, v});
+
+  double total = 0;
+  for (double s : chain.seconds)
+    total += s;
+  if (parts_.accounting.records_links()) { // closed-form collectives inside the chain, at their planned times
+    double at = chain.start;
+    for (TaskId v = chain.first; v <= chain.last; at += chain.seconds[v - chain.first], ++v) {
+      const Task& task = g[v];
+      if (task.kind != TaskKind::Collective)
+        continue;
+      const auto& ranks = w_.groups[static_cast<size_t>(task.group)].ranks;
+      const int member  = static_cast<int>(std::find(ranks.begin(), ranks.end(), w_.ranks[t.rank_index].rank) - ranks.begin());
+      parts_.accounting.carried_by_collective(task.group, task.op, task.bytes, member, at, at + chain.seconds[v - chain.first]);
+    }
+  }
+  int id = allocate_chain(std::move(chain));
+  if (total <= 0) {
+    chain_done(id);
+    return;
+  }
+  parts_.scheduler.begin(t);
+  Chain& c = chains_[static_cast<size_t>(id)];
+  // A chain that starts with compute is the rank's compute kernels (tensor-parallel
+  // collectives inside it included): interference slows it.
+  c.exposed = parts_.scheduler.task_of(t).kind == TaskKind::Compute && w_.ranks[t.rank_index].comm_compute_interference > 0;
+  if (!c.exposed) {
+    parts_.activities.launch(chain_exec(c, total * kHostSpeed), ChainExec{id});
+    return;
+  }
+  c.rates.emplace_back(now(), compute_rate(t.rank_index));
+  c.slot = parts_.activities.launch(chain_exec(c, total * kHostSpeed), ChainExec{id});
+  exposed_chains_[static_cast<size_t>(t.rank_index)].push_back(id);
+}
+
+// The Exec of a chain with `flops` left to run, bounded while interference slows it.
+sg4::ActivityPtr Compute::chain_exec(const Chain& c, double flops) const
+{
+  auto exec = sg4::Exec::init()->set_host(parts_.activities.host(w_.ranks[static_cast<size_t>(c.rank_index)].rank))
+                  ->set_flops_amount(flops);
+  if (c.exposed && c.rates.back().second < 1)
+    exec->set_bound(c.rates.back().second * kHostSpeed);
+  return exec;
+}
+
+int Compute::allocate_chain(Chain&& chain)
+{
+  if (free_chains_.empty()) {
+    chains_.push_back(std::move(chain));
+    return static_cast<int>(chains_.size() - 1);
+  }
+  int id = free_chains_.back();
+  free_chains_.pop_back();
+  chains_[static_cast<size_t>(id)] = std::move(chain);
+  return id;
+}
+
+void Compute::chain_done(int id)
+{
+  Chain chain = std::move(chains_[static_cast<size_t>(id)]);
+  free_chains_.push_back(id);
+  if (chain.exposed) {
+    auto& running = exposed_chains_[static_cast<size_t>(chain.rank_index)];
+    running.erase(std::find(running.begin(), running.end(), id));
+  }
+  // A task ends where the chain's work reached its end: at full speed, or through the spans in
+  // which interference slowed the chain (its rates).
+  double t = chain.start, work = 0, reached = 0; // reached: work done by rates[span].first
+  size_t span = 0;
+  for (TaskId v = chain.first; v <= chain.last; ++v) {
+    work += chain.seconds[v - chain.first];
+    double end = t + chain.seconds[v - chain.first];
+    if (!chain.rates.empty()) {
+      while (span + 1 < chain.rates.size() &&
+             reached + (chain.rates[span + 1].first - chain.rates[span].first) * chain.rates[span].second <= work) {
+        reached += (chain.rates[span + 1].first - chain.rates[span].first) * chain.rates[span].second;
+        ++span;
+      }
+      end = chain.rates[span].first + (work - reached) / chain.rates[span].second;
+    }
+    if (v == chain.last)
+      end = now();
+    parts_.scheduler.finish({chain.rank_index, v}, t, std::max(t, std::min(end, now())));
+    t = std::max(t, std::min(end, now()));
+  }
+}
+
+// --- stragglers and jitter --------------------------------------------------------------------
+double Compute::compute_factor(const TaskRef& t) const
+{
+  const int rank = w_.ranks[t.rank_index].rank;
+  double f       = 1.0;
+  if (static_cast<size_t>(rank) < options_.compute_slowdown.size())
+    f = options_.compute_slowdown[static_cast<size_t>(rank)];
+  if (options_.jitter_sigma > 0)
+    f *= jitter_factor(options_.jitter_seed, options_.jitter_sigma, rank, t.task);
+  return f;
+}
+
+// --- communication/compute interference ---------------------------------------------------------
+// The fraction of its speed the rank's compute runs at now.
+double Compute::compute_rate(int rank_index) const
+{
+  return collectives_in_flight_[static_cast<size_t>(rank_index)] > 0
+             ? 1 - w_.ranks[static_cast<size_t>(rank_index)].comm_compute_interference
+             : 1.0;
+}
+
+void Compute::began(const TaskRef& t)
+{
+  const Task& task = parts_.scheduler.task_of(t);
+  // Tensor-parallel collectives run in order with the rank's compute (Megatron waits for them),
+  // so they never share the SMs with a kernel of the same rank.
+  if (interfering_[t.rank_index].empty() || task.kind != TaskKind::Collective || !is_communication(task.stream) ||
+      task.stream == Stream::Tensor)
+    return;
+  interfering_[t.rank_index][t.task] = 1;
+  if (collectives_in_flight_[t.rank_index]++ == 0)
+    restart_exposed_chains(t.rank_index);
+}
+
+void Compute::ended(const TaskRef& t)
+{
+  if (interfering_[t.rank_index].empty() || !interfering_[t.rank_index][t.task])
+    return;
+  interfering_[t.rank_index][t.task] = 0;
+  if (--collectives_in_flight_[t.rank_index] == 0)
+    restart_exposed_chains(t.rank_index);
+}
+
+// The rank's compute rate changed: each running compute chain goes on, with the work it has
+// left, as a new Exec at the new rate. It keeps its chain, so chain_done sees one chain.
+void Compute::restart_exposed_chains(int rank_index)
+{
+  const double rate = compute_rate(rank_index);
+  for (int id : exposed_chains_[static_cast<size_t>(rank_index)]) {
+    Chain& c              = chains_[static_cast<size_t>(id)];
+    sg4::ActivityPtr& old = parts_.activities.activity(c.slot);
+    const double left     = old->get_remaining();
+    if (old->get_state() != sg4::Activity::State::STARTED || !(left > 0))
+      continue; // ends now: its completion is on its way
+    parts_.activities.cancel(c.slot);
+    c.rates.emplace_back(now(), rate);
+    c.slot = parts_.activities.occupy(chain_exec(c, left), ChainExec{id}, Transfer{});
+  }
+}
+
+} // namespace stepsim::engine

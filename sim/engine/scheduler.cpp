@@ -1,0 +1,88 @@
+#include "sim/engine/scheduler.hpp"
+
+#include "sim/engine/activities.hpp"
+
+#include <fmt/format.h>
+
+namespace stepsim::engine {
+
+Scheduler::Scheduler(const Workload& w) : w_(w)
+{
+  timelines_.resize(w.ranks.size());
+  indegree_.resize(w.ranks.size());
+  claimed_.resize(w.ranks.size());
+  for (size_t i = 0; i < w.ranks.size(); ++i) {
+    const auto& p  = w.ranks[i];
+    auto& timeline = timelines_[i];
+    timeline.rank  = p.rank;
+    timeline.stage = p.stage;
+    timeline.tasks.resize(boost::num_vertices(p.graph));
+    auto& deg = indegree_[i];
+    deg.resize(boost::num_vertices(p.graph));
+    claimed_[i].assign(deg.size(), 0);
+    for (TaskId v = 0; v < deg.size(); ++v) {
+      deg[v] = static_cast<int>(boost::in_degree(v, p.graph));
+      if (deg[v] == 0)
+        ready_.push_back({static_cast<int>(i), v});
+    }
+    remaining_ += static_cast<long long>(deg.size());
+  }
+}
+
+void Scheduler::begin(const TaskRef& t)
+{
+  if (timing(t).start < 0) {
+    timing(t).start = now();
+    watcher_->began(t);
+  }
+}
+
+void Scheduler::complete(const TaskRef& t)
+{
+  begin(t);
+  finish(t, timing(t).start, now());
+}
+
+void Scheduler::finish(const TaskRef& t, double start, double end)
+{
+  timing(t) = TaskTiming{start, end};
+  --remaining_;
+  watcher_->ended(t);
+  const auto& g = w_.ranks[t.rank_index].graph;
+  for (auto [e, last] = boost::out_edges(t.task, g); e != last; ++e) {
+    TaskId next = boost::target(*e, g);
+    // A claimed task belongs to a running chain, which finishes it itself.
+    if (--indegree_[t.rank_index][next] == 0 && !claimed_[t.rank_index][next])
+      ready_.push_back({t.rank_index, next});
+  }
+}
+
+std::optional<TaskRef> Scheduler::next_ready()
+{
+  if (ready_.empty())
+    return std::nullopt;
+  TaskRef t = ready_.front();
+  ready_.pop_front();
+  return t;
+}
+
+std::string Scheduler::deadlock_message() const
+{
+  std::string stuck;
+  int shown = 0;
+  for (size_t i = 0; i < w_.ranks.size() && shown < 5; ++i) {
+    const auto& g = w_.ranks[i].graph;
+    for (TaskId v = 0; v < boost::num_vertices(g) && shown < 5; ++v) {
+      if (timelines_[i].tasks[v].end >= 0)
+        continue;
+      const Task& t = g[v];
+      stuck += fmt::format("\n  rank {} task {} ({} on stream {}, micro-batch {})", w_.ranks[i].rank, v,
+                           pass_name(t.pass), stream_name(t.stream), t.micro_batch);
+      ++shown;
+      break;
+    }
+  }
+  return fmt::format("the task graph deadlocks: {} tasks never ran; first stuck tasks:{}", remaining_, stuck);
+}
+
+} // namespace stepsim::engine

@@ -1,0 +1,64 @@
+// Which tasks may start, and when each ran.
+//
+// Activities are created lazily: a task becomes ready only when its last predecessor has
+// finished (own in-degree counters), because building the whole DAG up front is super-linear in
+// SimGrid 3.32. The replay's owner takes ready tasks in order and hands each to the part that
+// runs its kind; the parts report here when a task begins and ends.
+#pragma once
+
+#include "sim/engine/ranks.hpp"
+#include "sim/engine/replay.hpp"
+
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stepsim::engine {
+
+class Scheduler {
+public:
+  // Told when a task begins and when it ends (compute's interference counts the collectives in
+  // flight).
+  class Watcher {
+  public:
+    virtual void began(const TaskRef& t) = 0;
+    virtual void ended(const TaskRef& t) = 0;
+
+  protected:
+    ~Watcher() = default;
+  };
+
+  explicit Scheduler(const Workload& w);
+  void watch(Watcher& watcher) { watcher_ = &watcher; }
+
+  const Task& task_of(const TaskRef& t) const { return w_.ranks[t.rank_index].graph[t.task]; }
+  TaskTiming& timing(const TaskRef& t) { return timelines_[t.rank_index].tasks[t.task]; }
+
+  // The task starts now, unless it already has.
+  void begin(const TaskRef& t);
+  // The task ends now (and starts now if it had not).
+  void complete(const TaskRef& t);
+  // The task ran over [start, end]: its successors whose last predecessor it was become ready.
+  void finish(const TaskRef& t, double start, double end);
+  // The task belongs to a running chain, which finishes it itself: never ready on its own.
+  void claim(const TaskRef& t) { claimed_[t.rank_index][t.task] = 1; }
+
+  // The next ready task, first come first served.
+  std::optional<TaskRef> next_ready();
+
+  long long remaining() const { return remaining_; }
+  std::string deadlock_message() const;
+  std::vector<RankTimeline> take_timelines() { return std::move(timelines_); }
+
+private:
+  const Workload& w_;
+  Watcher* watcher_ = nullptr;
+  std::vector<RankTimeline> timelines_;
+  std::vector<std::vector<int>> indegree_;
+  std::vector<std::vector<char>> claimed_;
+  std::deque<TaskRef> ready_;
+  long long remaining_ = 0;
+};
+
+} // namespace stepsim::engine

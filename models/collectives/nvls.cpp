@@ -45,8 +45,8 @@ CollectiveStep nvls_step(CollectiveOp, const GroupShape& g, double bytes, int, i
 
 const bool registered = CollectiveRegistry::add(
     "nvls", "NVLink SHARP in-switch all-reduce (H100/H200/B200 NVSwitch nodes): each GPU sends S once and receives S once",
-    CollectiveAlgorithm{.name = "nvls", .steps = nvls_steps, .step = nvls_step, .nccl = NcclAlgorithm::Nvls,
-                        .simple_protocol_only = true});
+    CollectiveAlgorithm{.name = "nvls", .lanes = {}, .steps = nvls_steps, .step = nvls_step, .pick = {},
+                        .nccl = NcclAlgorithm::Nvls, .simple_protocol_only = true});
 
 } // namespace
 } // namespace stepsim

@@ -110,6 +110,7 @@ const bool registered =
                                                 .lanes = ring_lanes,
                                                 .steps = ring_steps,
                                                 .step  = ring_step,
+                                                .pick  = {},
                                                 .nccl  = NcclAlgorithm::Ring});
 
 } // namespace

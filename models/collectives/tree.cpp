@@ -186,7 +186,7 @@ const bool registered = CollectiveRegistry::add(
     "tree",
     "NCCL's double binary tree over nodes (chains inside nodes), pipelined in chunks: all-reduce on two trees of S/2; "
     "broadcast and reduce on one",
-    CollectiveAlgorithm{.name = "tree", .lanes = tree_lanes, .steps = tree_steps, .step = tree_step,
+    CollectiveAlgorithm{.name = "tree", .lanes = tree_lanes, .steps = tree_steps, .step = tree_step, .pick = {},
                         .nccl = NcclAlgorithm::Tree});
 
 } // namespace

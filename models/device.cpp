@@ -109,7 +109,11 @@ Device load_device(const std::string& name, const std::string& path)
     if (peaks.has(p) && !peaks.raw(p)->is_null())
       d.peak_flops[p] = peaks.number(p, std::nullopt, 0, true) * 1e12;
   peaks.reject_unknown_keys();
+  // The capacity NVML reports (memory_mib, MiB as nvidia-smi prints it) where the device file
+  // gives it; else the datasheet's GB (10^9 bytes), which undercounts HBM parts sold in GiB.
   d.memory_bytes            = r.number("memory_gb", std::nullopt, 0, true) * 1e9;
+  if (r.has("memory_mib"))
+    d.memory_bytes = r.number("memory_mib", std::nullopt, 0, true) * 1024.0 * 1024.0;
   d.memory_bandwidth_Bps    = r.bandwidth("memory_bandwidth");
   d.sm_count                = static_cast<int>(r.integer("sm_count"));
   d.l2_bytes                = r.number("l2_mb", 0.0) * 1e6;

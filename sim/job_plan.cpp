@@ -26,6 +26,11 @@ int fill_analytic(const Scenario& s, const Placement& placement, const std::vect
   r.gpus                  = s.platform.total_gpus();
   r.device                = device_names_of(devices);
   r.schedule              = s.parallelism.schedule;
+  r.framework             = s.training.framework;
+  // What the job may use of each device: its memory less what the framework's process holds
+  // beside the model (the CUDA context; sim/core/framework.hpp).
+  const FrameworkProfile& framework = FrameworkRegistry::get(s.training.framework, "training.framework");
+  auto usable = [&](const Device& d) { return std::max(0.0, d.memory_bytes - framework.context_bytes); };
   r.fidelity              = s.simulation.fidelity;
   r.micro_batches         = shape.micro_batches;
   r.model_flops_per_step  = model_flops_per_step(s);
@@ -43,12 +48,13 @@ int fill_analytic(const Scenario& s, const Placement& placement, const std::vect
     st.memory_bytes             = m.total();
     st.device                   = device.name;
     st.layers                   = model_kind(s.model).reported_layers(s, stage);
-    r.fits_in_memory            = r.fits_in_memory && m.total() <= device.memory_bytes;
-    if (m.total() / device.memory_bytes >= tightest) {
-      tightest                = m.total() / device.memory_bytes;
+    const double capacity       = usable(device);
+    r.fits_in_memory            = r.fits_in_memory && m.total() <= capacity;
+    if (m.total() / capacity >= tightest) {
+      tightest                = m.total() / capacity;
       tightest_stage          = stage;
       r.memory_peak_bytes     = m.total();
-      r.memory_capacity_bytes = device.memory_bytes;
+      r.memory_capacity_bytes = capacity;
       r.memory                = m;
     }
     r.stages.push_back(st);
@@ -78,10 +84,10 @@ std::string memory_problem(const JobPlan& job)
   const auto& m        = r.memory;
   return fmt::format("platform.node_groups[{}].gpu: does not fit in memory: pipeline stage {} needs {:.2f} GiB per GPU "
                      "(weights {:.2f}, gradients {:.2f}, optimizer {:.2f}, activations {:.2f}, buffers {:.2f} GiB) "
-                     "but {} has {:.2f} GiB",
+                     "but {} has {:.2f} GiB for it (its memory less the {} profile's CUDA context)",
                      group, stage, r.memory_peak_bytes / GiB, m.weights / GiB, m.gradients / GiB, m.optimizer / GiB,
                      m.activations / GiB, m.buffers / GiB, r.stages[static_cast<size_t>(stage)].device,
-                     r.memory_capacity_bytes / GiB);
+                     r.memory_capacity_bytes / GiB, r.framework);
 }
 
 Report analytic_report(const Scenario& s)

@@ -218,7 +218,7 @@ TEST_CASE("memory_problem names the stage and the breakdown; the default scenari
   auto why = memory_problem(big);
   INFO(why);
   for (const char* part : {"does not fit in memory: pipeline stage", "weights", "gradients", "optimizer", "activations",
-                           "buffers", "A100-SXM4-80GB has 74.51 GiB"})
+                           "buffers", "A100-SXM4-80GB has 79.29 GiB for it"})
     CHECK(why.find(part) != std::string::npos);
   // Loading it is fine (FLOP and memory queries need no fit); simulating it is bad input.
   CHECK_NOTHROW(load_scenario(std::string(STEPSIM_SOURCE_DIR) + "/configs/scenarios/default.json",

@@ -27,6 +27,7 @@ nlohmann::json to_json(const Report& r)
   j["gpus"]                    = r.gpus;
   j["device"]                  = r.device;
   j["schedule"]                = r.schedule;
+  j["framework"]               = r.framework;
   j["fidelity"]                = r.fidelity;
   j["micro_batches"]           = r.micro_batches;
   j["step_time_s"]             = tidy(r.step_time_s);
@@ -90,6 +91,7 @@ Report report_from_json(const nlohmann::json& j)
   r.gpus                    = j.at("gpus").get<int>();
   r.device                  = j.at("device").get<std::string>();
   r.schedule                = j.at("schedule").get<std::string>();
+  r.framework               = j.value("framework", std::string());
   r.fidelity                = j.at("fidelity").get<std::string>();
   r.micro_batches           = j.at("micro_batches").get<int>();
   r.step_time_s             = j.at("step_time_s").get<double>();
@@ -147,8 +149,9 @@ Report report_from_json(const nlohmann::json& j)
 std::string to_table(const Report& r)
 {
   std::string out;
-  out += fmt::format("{}: {} GPUs ({}), schedule {}, {} micro-batches per replica, {} fidelity, {} network\n\n", r.name,
-                     r.gpus, r.device, r.schedule, r.micro_batches, r.fidelity, r.network_fidelity);
+  out += fmt::format("{}: {} GPUs ({}), schedule {}, {} micro-batches per replica, {} fidelity, {} network, "
+                     "framework {}\n\n",
+                     r.name, r.gpus, r.device, r.schedule, r.micro_batches, r.fidelity, r.network_fidelity, r.framework);
   out += fmt::format("  {:<24}{:>14.4f} s\n", "step time", r.step_time_s);
   out += fmt::format("  {:<24}{:>14.0f}\n", "tokens/s", r.tokens_per_s);
   out += fmt::format("  {:<24}{:>14.2f}\n", "samples/s", r.samples_per_s);

@@ -52,6 +52,7 @@ struct Report {
   int gpus = 0;
   std::string device;
   std::string schedule;
+  std::string framework; // the profile of sim/core/framework.hpp that filled in the defaults
   std::string fidelity;
   int micro_batches = 0;
   double step_time_s = 0;

@@ -3,6 +3,7 @@
 // the JSON.
 #pragma once
 
+#include "sim/core/framework.hpp"
 #include "sim/core/kernel.hpp"
 
 #include <nlohmann/json.hpp>
@@ -74,6 +75,9 @@ struct TrainingSpec {
   std::string recompute       = "none";  // none | selective | full
   std::string attention       = "flash"; // flash (fused) | standard (scores materialised)
   std::string optimizer       = "adam";
+  // The framework profile that fills in what the scenario leaves to the framework
+  // (sim/core/framework.hpp, workloads/frameworks/).
+  std::string framework = kDefaultFramework;
 };
 
 struct ParallelSpec {

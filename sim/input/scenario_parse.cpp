@@ -19,18 +19,37 @@ namespace stepsim {
 namespace {
 using namespace limits;
 
-void read_training(JsonReader r, TrainingSpec& t)
+// The profile's defaults stand for what the run leaves to its framework.
+const FrameworkProfile& read_framework(JsonReader& r, TrainingSpec& t)
+{
+  t.framework = r.text("framework", std::string(kDefaultFramework), FrameworkRegistry::names());
+  const FrameworkProfile* profile = FrameworkRegistry::find(t.framework);
+  return profile != nullptr ? *profile : FrameworkRegistry::get(kDefaultFramework, "training.framework");
+}
+
+void read_training(JsonReader r, TrainingSpec& t, const FrameworkProfile& framework)
 {
   t.global_batch_size = r.integer("global_batch_size");
   t.micro_batch_size  = r.integer("micro_batch_size", 1);
   t.precision         = r.text("precision", std::string("bf16"), {"fp32", "tf32", "fp16", "bf16", "fp8"});
   t.recompute         = r.text("recompute", std::string("none"), {"none", "selective", "full"});
-  t.attention         = r.text("attention", std::string("flash"), {"flash", "standard"});
+  t.attention         = r.text("attention", framework.attention, {"flash", "standard"});
   t.optimizer         = r.text("optimizer", std::string("adam"), {"adam", "sgd"});
   r.reject_unknown_keys();
 }
 
-void read_parallelism(JsonReader r, ParallelSpec& p)
+// The framework's gradient bucket for this plan, in bytes (sim/core/framework.hpp).
+double framework_bucket_bytes(const FrameworkProfile& f, const ParallelSpec& p, const TrainingSpec& t)
+{
+  if (f.bucket_bytes > 0)
+    return f.bucket_bytes;
+  if (f.bucket_parameters <= 0 && f.bucket_parameters_per_rank <= 0)
+    return kMaxBucketBytes; // one bucket for all gradients
+  const double element = t.precision == "fp32" || t.precision == "tf32" ? 4 : 2; // gradients of fp8 runs are 16-bit
+  return std::max(f.bucket_parameters, f.bucket_parameters_per_rank * p.data * p.context) * element;
+}
+
+void read_parallelism(JsonReader r, ParallelSpec& p, const FrameworkProfile& framework, const TrainingSpec& t)
 {
   p.tensor              = static_cast<int>(r.integer("tensor", 1, 1, kMaxGpus));
   p.pipeline            = static_cast<int>(r.integer("pipeline", 1, 1, kMaxGpus));
@@ -63,8 +82,8 @@ void read_parallelism(JsonReader r, ParallelSpec& p)
   if (p.offload_optimizer && p.zero_stage < 1)
     r.problems().add(r.path_of("offload_optimizer"),
                      "ZeRO-Offload steps each rank's optimizer shard on the CPU: needs zero_stage 1, 2 or 3, got 0");
-  p.bucket_bytes        = r.bytes("bucket_size", 100e6);
-  p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
+  p.bucket_bytes        = r.bytes("bucket_size", framework_bucket_bytes(framework, p, t));
+  p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", framework.overlap_grad_reduce);
   if (const auto* layers = r.raw("stage_layers"); layers != nullptr && layers->is_string()) {
     p.stage_layers_auto = layers->get<std::string>() == "auto";
     if (!p.stage_layers_auto)
@@ -313,8 +332,10 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& base_
   s.name = top.text("name", std::string("scenario"));
   JsonReader model_reader = top.object("model", true);
   model.read(model_reader, s.model, base_dir);
-  read_training(top.object("training", true), s.training);
-  read_parallelism(top.object("parallelism"), s.parallelism);
+  JsonReader training                = top.object("training", true);
+  const FrameworkProfile& framework  = read_framework(training, s.training);
+  read_training(training, s.training, framework);
+  read_parallelism(top.object("parallelism"), s.parallelism, framework, s.training);
   read_platform(top.object("platform", true), s.platform);
   read_simulation(top.object("simulation"), s.simulation);
   for (size_t i = 0; i < s.simulation.stragglers.size(); ++i)

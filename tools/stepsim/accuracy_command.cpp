@@ -1,8 +1,9 @@
 // `stepsim accuracy [DIR]`: simulates every published case in DIR (configs/validation/ by default)
 // and compares each prediction with the measurement, in the unit the source printed it: TFLOP/s
 // per GPU (converted with the source's own FLOP formula), seconds per iteration or samples per
-// second. Prints a table, the mean absolute percentage error and the worst case; writes the same
-// as Markdown (for the README) or JSON (for tests and plots).
+// second, tokens per second. Prints a table, the mean absolute percentage error overall, per
+// framework profile and per device, the worst case, and the cases predicted not to fit in memory;
+// writes the same as Markdown (for the README) or JSON (for tests and plots).
 #include "models/device.hpp"
 #include "sim/input/json_reader.hpp"
 #include "sim/simulate.hpp"
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 namespace stepsim {
@@ -26,6 +28,8 @@ struct AccuracyOptions {
 
 struct CaseResult {
   std::string id, file, metric, unit, citation, url;
+  std::string framework, device; // the profile the case names, and its GPU
+  bool fits = true;              // predicted to fit in memory (every published run ran)
   int gpus         = 0;
   double measured  = 0;
   double predicted = 0;
@@ -42,7 +46,15 @@ double source_flops(const std::string& formula, const Scenario& s, const std::st
                  h = s.model.hidden_size, V = s.model.vocab_size;
     return 96.0 * B * seq * l * h * h * (1.0 + seq / (6.0 * h) + V / (16.0 * l * h));
   }
-  throw InputError({fmt::format("{}.flop_formula: unknown formula \"{}\"; known: megatron_recompute", path, formula)});
+  if (formula == "megatron_model") {
+    // The same count without the recomputed forward: 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)), the
+    // model FLOPs behind Megatron-Core's printed TFLOP/s and MFU (MFU = TFLOP/s over the peak).
+    const double B = double(s.training.global_batch_size), seq = s.model.seq_length, l = s.model.num_layers,
+                 h = s.model.hidden_size, V = s.model.vocab_size;
+    return 72.0 * B * seq * l * h * h * (1.0 + seq / (6.0 * h) + V / (12.0 * l * h));
+  }
+  throw InputError({fmt::format("{}.flop_formula: unknown formula \"{}\"; known: megatron_recompute, megatron_model",
+                                path, formula)});
 }
 
 CaseResult run_case(const std::string& file)
@@ -54,7 +66,7 @@ CaseResult run_case(const std::string& file)
   CaseResult c;
   c.file     = file;
   c.id       = v.text("case", std::filesystem::path(file).stem().string());
-  c.metric   = v.text("metric", std::nullopt, {"tflops_per_gpu", "seconds_per_iteration", "samples_per_s"});
+  c.metric   = v.text("metric", std::nullopt, {"tflops_per_gpu", "seconds_per_iteration", "samples_per_s", "tokens_per_s"});
   c.unit     = v.text("unit");
   c.measured = v.number("measured", std::nullopt, 0, true);
   std::string formula = c.metric == "tflops_per_gpu" ? v.text("flop_formula") : "";
@@ -64,21 +76,35 @@ CaseResult run_case(const std::string& file)
   problems.throw_if_any();
 
   Scenario s = load_scenario(file);
-  Report r   = simulate_isolated(s);
-  c.gpus     = r.gpus;
+  // Every published run ran: one predicted not to fit is reported as such, and still timed.
+  s.simulation.allow_oom = true;
+  Report r    = simulate_isolated(s);
+  c.gpus      = r.gpus;
+  c.framework = r.framework;
+  c.device    = r.device;
+  c.fits      = r.fits_in_memory;
   if (c.metric == "tflops_per_gpu")
     c.predicted = source_flops(formula, s, v.path()) / r.step_time_s / r.gpus / 1e12;
   else if (c.metric == "seconds_per_iteration")
     c.predicted = r.step_time_s;
+  else if (c.metric == "tokens_per_s")
+    c.predicted = r.tokens_per_s;
   else
     c.predicted = r.samples_per_s;
   c.error_pct = (c.predicted - c.measured) / c.measured * 100.0;
   return c;
 }
 
+struct Group {
+  double mape = 0;
+  int cases   = 0;
+};
+
 struct Summary {
   double mape = 0;
   const CaseResult* worst = nullptr;
+  std::map<std::string, Group> by_framework, by_device;
+  std::vector<std::string> not_fitting;
 };
 
 Summary summarise(const std::vector<CaseResult>& cases)
@@ -88,8 +114,34 @@ Summary summarise(const std::vector<CaseResult>& cases)
     s.mape += std::abs(c.error_pct) / static_cast<double>(cases.size());
     if (s.worst == nullptr || std::abs(c.error_pct) > std::abs(s.worst->error_pct))
       s.worst = &c;
+    for (auto* group : {&s.by_framework[c.framework], &s.by_device[c.device]}) {
+      group->mape += std::abs(c.error_pct);
+      ++group->cases;
+    }
+    if (!c.fits)
+      s.not_fitting.push_back(c.id);
   }
+  for (auto* groups : {&s.by_framework, &s.by_device})
+    for (auto& [name, g] : *groups)
+      g.mape /= g.cases;
   return s;
+}
+
+// "name 3.2% (n)" for each group, in name order.
+std::string groups_line(const std::map<std::string, Group>& groups, const char* separator)
+{
+  std::string out;
+  for (const auto& [name, g] : groups)
+    out += fmt::format("{}{} {:.1f}% ({})", out.empty() ? "" : separator, name, g.mape, g.cases);
+  return out;
+}
+
+std::string not_fitting_line(const Summary& sum)
+{
+  std::string ids;
+  for (const auto& id : sum.not_fitting)
+    ids += (ids.empty() ? "" : ", ") + id;
+  return ids.empty() ? "every case is predicted to fit in memory" : "predicted not to fit in memory: " + ids;
 }
 
 std::string text_table(const std::vector<CaseResult>& cases, const Summary& sum)
@@ -101,6 +153,8 @@ std::string text_table(const std::vector<CaseResult>& cases, const Summary& sum)
                        c.predicted, c.error_pct);
   out += fmt::format("\nmean absolute percentage error {:.1f}% over {} cases; worst {} ({:+.1f}%)\n", sum.mape,
                      cases.size(), sum.worst->id, sum.worst->error_pct);
+  out += fmt::format("  per framework: {}\n  per device:    {}\n  {}\n", groups_line(sum.by_framework, ", "),
+                     groups_line(sum.by_device, ", "), not_fitting_line(sum));
   return out;
 }
 
@@ -113,6 +167,8 @@ std::string markdown_table(const std::vector<CaseResult>& cases, const Summary& 
                        c.predicted, c.error_pct, c.citation, c.url);
   out += fmt::format("\nMean absolute percentage error **{:.1f}%** over {} cases; worst case {} ({:+.1f}%).\n", sum.mape,
                      cases.size(), sum.worst->id, sum.worst->error_pct);
+  out += fmt::format("Per framework: {}. Per device: {}. {}.\n", groups_line(sum.by_framework, ", "),
+                     groups_line(sum.by_device, ", "), not_fitting_line(sum));
   return out;
 }
 
@@ -130,7 +186,14 @@ nlohmann::json json_report(const std::vector<CaseResult>& cases, const Summary& 
                           {"predicted", c.predicted},
                           {"error_pct", c.error_pct},
                           {"source", c.citation},
-                          {"url", c.url}});
+                          {"url", c.url},
+                          {"framework", c.framework},
+                          {"device", c.device},
+                          {"fits_in_memory", c.fits}});
+  for (const auto& [key, groups] : {std::pair{"by_framework", &sum.by_framework}, std::pair{"by_device", &sum.by_device}})
+    for (const auto& [name, g] : *groups)
+      j[key][name] = {{"mape_pct", g.mape}, {"cases", g.cases}};
+  j["not_fitting"]     = sum.not_fitting;
   j["mape_pct"]        = sum.mape;
   j["worst_case"]      = sum.worst->id;
   j["worst_error_pct"] = sum.worst->error_pct;

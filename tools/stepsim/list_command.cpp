@@ -5,6 +5,7 @@
 #include "topologies/nodes/node_type.hpp"
 #include "topologies/platform.hpp"
 #include "tools/stepsim/command.hpp"
+#include "workloads/models/model_kind.hpp"
 #include "workloads/schedules/schedule.hpp"
 
 #include <fmt/format.h>
@@ -26,6 +27,8 @@ int list()
   print_registry<FabricRegistry>("fabrics (platform.network.topology)");
   print_registry<NodeTypeRegistry>("node types (platform.node_groups[].intra_node.type)");
   print_registry<ComputeModelRegistry>("compute models (simulation.compute_model)");
+  print_registry<FrameworkRegistry>("framework profiles (training.framework)");
+  print_registry<ModelKindRegistry>("model kinds (model.architecture)");
   return 0;
 }
 

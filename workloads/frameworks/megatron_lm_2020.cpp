@@ -1,0 +1,28 @@
+// Megatron-LM as the 2020 README's scaling runs used it (Shoeybi et al. 2019, NVIDIA/Megatron-LM
+// v2.x): local DDP that all-reduces every gradient after backward, fused scale-mask-softmax.
+#include "sim/core/framework.hpp"
+#include "workloads/frameworks/context.hpp"
+
+namespace stepsim {
+namespace {
+
+FrameworkProfile megatron_lm_2020()
+{
+  FrameworkProfile p;
+  p.attention           = "standard";
+  p.overlap_grad_reduce = false;
+  p.bucket_parameters   = 0; // one flat buffer of all gradients
+  p.context_bytes       = frameworks::kPyTorchCudaContextBytes;
+  p.sources = {"overlap_grad_reduce, bucket: megatron/model/distributed.py (DistributedDataParallel with "
+               "--DDP-impl local: allreduce_gradients() over one contiguous buffer, called by train_step after "
+               "backward), Megatron-LM v2.x",
+               "attention: megatron/model/fused_softmax.py (FusedScaleMaskSoftmax; scores materialised)"};
+  return p;
+}
+
+const bool registered = FrameworkRegistry::add(
+    "megatron-lm-2020", "Megatron-LM v2 (2020 README runs): gradients all-reduced after backward, unfused attention",
+    megatron_lm_2020());
+
+} // namespace
+} // namespace stepsim

@@ -1,0 +1,28 @@
+// Megatron-LM as SC'21 ran it (Narayanan et al. 2021; examples/sc21 at 6985e58): the 2020
+// behaviours, with the interleaved schedule and the scatter/gather optimisation between stages
+// that the scenario states itself.
+#include "sim/core/framework.hpp"
+#include "workloads/frameworks/context.hpp"
+
+namespace stepsim {
+namespace {
+
+FrameworkProfile megatron_lm_2021()
+{
+  FrameworkProfile p;
+  p.attention           = "standard";
+  p.overlap_grad_reduce = false;
+  p.bucket_parameters   = 0;
+  p.context_bytes       = frameworks::kPyTorchCudaContextBytes;
+  p.sources = {"overlap_grad_reduce, bucket: megatron/model/distributed.py (--DDP-impl local, "
+               "allreduce_gradients() after backward), examples/sc21/CONFIG.sh at 6985e58",
+               "attention: megatron/model/fused_softmax.py (FusedScaleMaskSoftmax)"};
+  return p;
+}
+
+const bool registered = FrameworkRegistry::add(
+    "megatron-lm-2021", "Megatron-LM as in SC'21: gradients all-reduced after backward, unfused attention",
+    megatron_lm_2021());
+
+} // namespace
+} // namespace stepsim

@@ -1,0 +1,27 @@
+// Megatron-LM 3.x as Korthikanti et al. 2022 ran it: sequence parallelism and selective
+// recompute (which the scenario states), attention still unfused, gradients reduced after backward.
+#include "sim/core/framework.hpp"
+#include "workloads/frameworks/context.hpp"
+
+namespace stepsim {
+namespace {
+
+FrameworkProfile megatron_lm_2022()
+{
+  FrameworkProfile p;
+  p.attention           = "standard";
+  p.overlap_grad_reduce = false;
+  p.bucket_parameters   = 0;
+  p.context_bytes       = frameworks::kPyTorchCudaContextBytes;
+  p.sources = {"attention: megatron/model/transformer.py (CoreAttention with FusedScaleMaskSoftmax; "
+               "--recompute-granularity selective recomputes it), Megatron-LM v3.0",
+               "overlap_grad_reduce: megatron/model/distributed.py (allreduce_gradients() after backward)"};
+  return p;
+}
+
+const bool registered = FrameworkRegistry::add(
+    "megatron-lm-2022", "Megatron-LM 3 (Korthikanti 2022): sequence parallel and selective recompute, unfused attention",
+    megatron_lm_2022());
+
+} // namespace
+} // namespace stepsim

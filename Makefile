@@ -5,7 +5,7 @@ SCENARIO ?= configs/scenarios/default.json
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build run test bench debug sanitize fuzz clean
+.PHONY: all deps build run test bench figures debug sanitize fuzz clean
 
 all: build
 
@@ -28,6 +28,11 @@ test: build
 # the README keeps the latest table.
 bench: build
 	$(BUILD_DIR)/stepsim_bench --markdown $(BUILD_DIR)/bench.md
+
+# The measured figures of README.md (the default report, the accuracy table; the benchmark table
+# with BENCH=1), regenerated in place from this build.
+figures: build
+	bash tools/figures/readme.sh $(BUILD_DIR) $(if $(BENCH),--bench)
 
 debug: deps
 	cmake -S . -B build/debug -DCMAKE_BUILD_TYPE=Debug && cmake --build build/debug -j $(JOBS)

@@ -18,7 +18,7 @@ const std::string kBase = std::string(STEPSIM_SOURCE_DIR) + "/tests/bad_inputs/b
 
 } // namespace
 
-TEST_CASE("--set values and paths obey the depth bound of scenario files", "[command_line]")
+TEST_CASE("values and paths of --set obey the depth bound of scenario files", "[command_line]")
 {
   const std::string deep = std::string(65000, '[') + std::string(65000, ']');
   auto value             = run_stepsim("run " + kBase + " --set 'model.x=" + deep + "'");

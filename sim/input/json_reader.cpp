@@ -306,25 +306,28 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& what)
   }
 }
 
-nlohmann::json read_json_file(const std::string& file)
+std::string read_bounded_file(const std::string& file, unsigned long long max_bytes, const std::string& what)
 {
   std::error_code error;
   auto status = std::filesystem::status(file, error);
   if (error || !std::filesystem::exists(status))
     throw InputError({fmt::format("{}: cannot open the file", file)});
-  // A directory, a FIFO or a device (/dev/zero) would hang or read without end.
   if (!std::filesystem::is_regular_file(status))
     throw InputError({fmt::format("{}: not a regular file", file)});
   auto size = std::filesystem::file_size(file, error);
-  if (!error && size > static_cast<uintmax_t>(kMaxJsonFileBytes))
-    throw InputError({fmt::format("{}: {} bytes, more than the {} a scenario file may have", file, size,
-                                  kMaxJsonFileBytes)});
-  std::ifstream in(file);
+  if (!error && size > max_bytes)
+    throw InputError({fmt::format("{}: {} bytes, more than the {} {} may have", file, size, max_bytes, what)});
+  std::ifstream in(file, std::ios::binary);
   if (!in)
     throw InputError({fmt::format("{}: cannot open the file", file)});
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return parse_json_text(buffer.str(), file);
+  return buffer.str();
+}
+
+nlohmann::json read_json_file(const std::string& file)
+{
+  return parse_json_text(read_bounded_file(file, kMaxJsonFileBytes, "a scenario file"), file);
 }
 
 void set_by_path(nlohmann::json& document, const std::string& assignment)

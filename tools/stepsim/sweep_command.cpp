@@ -5,6 +5,7 @@
 // resumes where it stopped; the final PREFIX.csv and PREFIX.jsonl are written in point order
 // once every point is done, identical whatever -j and however the points were sharded.
 #include "sim/core/input_error.hpp"
+#include "sim/input/json_reader.hpp"
 #include "sim/input/limits.hpp"
 #include "tools/driver/process_pool.hpp"
 #include "tools/driver/sweep.hpp"
@@ -81,28 +82,6 @@ std::pair<size_t, size_t> parse_shard(const std::string& text)
   return {k, n};
 }
 
-// The whole of a result file, which must be a regular file (not /dev/zero, a FIFO or a
-// directory) of at most kMaxResultFileBytes.
-std::string read_result_file(const std::string& file)
-{
-  std::error_code error;
-  auto status = std::filesystem::status(file, error);
-  if (error || !std::filesystem::exists(status))
-    throw InputError({fmt::format("{}: no such file", file)});
-  if (!std::filesystem::is_regular_file(status))
-    throw InputError({fmt::format("{}: not a regular file", file)});
-  const auto size = std::filesystem::file_size(file, error);
-  if (error || size > limits::kMaxResultFileBytes)
-    throw InputError({fmt::format("{}: {} bytes, more than the {} a sweep's result file may have", file, size,
-                                  limits::kMaxResultFileBytes)});
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (!in && !in.eof())
-    throw InputError({fmt::format("{}: cannot read the file", file)});
-  return buffer.str();
-}
-
 // The result lines of `text` (one per line), each checked: a line that is not one, or one of
 // another sweep than `digest` (any sweep's when empty, then the first line's), is an error naming
 // FILE:LINE.
@@ -136,7 +115,7 @@ std::vector<nlohmann::json> read_journal(const std::string& journal, const Sweep
 {
   if (!std::filesystem::exists(journal))
     return {};
-  std::string text  = read_result_file(journal);
+  std::string text  = read_bounded_file(journal, limits::kMaxResultFileBytes, "a sweep journal");
   const size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
   if (keep < text.size()) {
     text.resize(keep);
@@ -276,7 +255,7 @@ int run_merge(const MergeOptions& o)
   std::vector<std::string> axes;
   std::string digest; // of the first line read: every shard must come from that sweep
   for (const auto& file : o.files) {
-    for (auto& r : result_lines(read_result_file(file), file, digest)) {
+    for (auto& r : result_lines(read_bounded_file(file, limits::kMaxResultFileBytes, "a sweep's result file"), file, digest)) {
       digest       = r["sweep_digest"];
       size_t point = r["point"].get<size_t>(), of = r["of"].get<size_t>();
       if (total != 0 && of != total)

@@ -89,16 +89,21 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
 
 Device load_device(const std::string& name, const std::string& path)
 {
-  std::string file = config_dir() + "/devices/" + name + ".json";
-  if (!std::filesystem::exists(file)) {
-    auto names       = device_names();
-    std::string near = closest_name(name, names);
+  // A device is a name of the catalogue, never a path: looked up among the files listed, a name
+  // with "../" cannot reach other configuration files, nor a long one make the file name too long.
+  const auto names = device_names();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    constexpr size_t kShown = 80;
+    std::string shown = name.size() > kShown ? name.substr(0, kShown) + fmt::format("... ({} characters)", name.size())
+                                             : name;
+    std::string near = name.size() > kShown ? "" : closest_name(name, names);
     std::string list;
     for (const auto& n : names)
       list += (list.empty() ? "" : ", ") + n;
-    throw InputError({fmt::format("{}: unknown device \"{}\"{}; known devices: {}", path, name,
+    throw InputError({fmt::format("{}: unknown device \"{}\"{}; known devices: {}", path, shown,
                                   near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near), list)});
   }
+  std::string file = config_dir() + "/devices/" + name + ".json";
   nlohmann::json doc = read_json_file(file);
   Problems problems;
   JsonReader r(doc, file, problems);

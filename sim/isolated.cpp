@@ -5,13 +5,21 @@
 
 #include <fmt/format.h>
 
+#include <csignal>
 #include <cstdio>
 #include <stdexcept>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 namespace stepsim {
+
+void die_with_parent(int parent_pid)
+{
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent_pid)
+    _exit(1);
+}
 
 std::string run_in_child(const std::function<std::string()>& body, long* peak_rss_kb)
 {
@@ -19,10 +27,12 @@ std::string run_in_child(const std::function<std::string()>& body, long* peak_rs
   if (pipe(fds) != 0)
     throw std::runtime_error("cannot create a pipe for the simulation process");
   std::fflush(nullptr); // else the child would write the parent's buffered output a second time
-  pid_t pid = fork();
+  const pid_t parent = getpid();
+  pid_t pid          = fork();
   if (pid < 0)
     throw std::runtime_error("cannot fork the simulation process");
   if (pid == 0) {
+    die_with_parent(parent);
     close(fds[0]);
     std::string text = body();
     size_t written   = 0;

@@ -43,6 +43,12 @@ Report simulate_isolated(const Scenario& s);
 // With `peak_rss_kb`, also the child's peak resident memory (the benchmark's figure).
 std::string run_in_child(const std::function<std::string()>& body, long* peak_rss_kb = nullptr);
 
+// Called first thing in a forked child, with the pid the parent had before fork(): asks the
+// kernel to SIGKILL the child when the parent dies, so that a killed command (timeout, SIGTERM,
+// SIGKILL) leaves no simulation running on. A parent that died before the request took effect
+// is seen as a changed parent pid, and the child exits at once.
+void die_with_parent(int parent_pid);
+
 // Report fields that need no simulation (FLOPs, memory).
 Report analytic_report(const Scenario& s);
 

@@ -122,7 +122,7 @@ TEST_CASE("stepsim collective: bad options exit 2 naming the option")
       {"--gpus 6 --algorithm halving_doubling", "--algorithm: the halving_doubling algorithm needs a power-of-two"},
       {"--algorithm trees", "--algorithm"},
       {"--gpus 9", "--gpus: the platform has 8 GPUs, asked for 9"},
-      {"--sizes 1MB,lots", "--sizes: expected a size"},
+      {"--sizes 1MB,lots", "--sizes: \"lots\" is not a size"},
       {"--min 8MB --max 1MB", "--max: 1MB is below --min 8MB"},
   }));
   auto r = testing::run_stepsim("collective " + dgx_scenario(1) + " " + args);

@@ -164,3 +164,146 @@ TEST_CASE("a bad sweep file is refused with the JSON path of each problem", "[sw
   CHECK(run_stepsim("sweep " + write_temp_file("no-sweep.json", "{\"base\": 3}")).exit_code == 2);
   CHECK(run_stepsim("sweep /nonexistent/sweep.json").exit_code == 2);
 }
+
+namespace {
+
+// A 4-point sweep of the small scenario, run whole: its file and its result lines.
+std::pair<std::string, std::vector<std::string>> four_point_sweep(const std::string& name)
+{
+  std::string base = write_temp_file(name + "-base.json", testing::small_scenario(2, 2, 8).dump());
+  nlohmann::json sweep = {{"base", std::filesystem::path(base).filename().string()},
+                          {"grid", {{"parallelism.schedule", {"1f1b", "gpipe"}}, {"training.micro_batch_size", {1, 2}}}}};
+  std::string file = write_temp_file(name + ".json", sweep.dump());
+  std::string dir  = std::filesystem::path(file).parent_path().string();
+  REQUIRE(run_stepsim("sweep " + file + " -q -o " + dir + "/" + name + "-whole").exit_code == 0);
+  auto lines = lines_of(testing::read_text_file(dir + "/" + name + "-whole.jsonl"));
+  REQUIRE(lines.size() == 4);
+  return {file, lines};
+}
+
+std::string with_field(const std::string& line, const std::string& key, const nlohmann::json& value)
+{
+  auto j = nlohmann::json::parse(line);
+  if (value.is_discarded())
+    j.erase(key);
+  else
+    j[key] = value;
+  return j.dump();
+}
+
+} // namespace
+
+TEST_CASE("a torn journal line is cut away, so a second interruption cannot leave invalid JSON mid-file", "[sweep]")
+{
+  auto [file, lines] = four_point_sweep("torn");
+  std::string dir    = std::filesystem::path(file).parent_path().string();
+  // The first interruption tore point 1's line. The next run appends the other points, then
+  // cannot write its CSV (a folder is in the way), so it stops with the journal kept, as a
+  // second interruption would.
+  write_temp_file("torn-again.jsonl.partial", lines[0] + "\n" + lines[1].substr(0, 30));
+  std::filesystem::create_directories(dir + "/torn-again.csv");
+  auto stopped = run_stepsim("sweep " + file + " -q -o " + dir + "/torn-again");
+  CHECK(stopped.exit_code == 2);
+  auto journal = lines_of(testing::read_text_file(dir + "/torn-again.jsonl.partial"));
+  CHECK(journal.size() == 4);
+  for (const auto& line : journal)
+    CHECK_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded());
+  std::filesystem::remove(dir + "/torn-again.csv");
+  auto resumed = run_stepsim("sweep " + file + " -o " + dir + "/torn-again");
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.output.find("4 already done") != std::string::npos);
+  CHECK(testing::read_text_file(dir + "/torn-again.jsonl") == testing::read_text_file(dir + "/torn-whole.jsonl"));
+}
+
+TEST_CASE("a journal of another sweep, or of a base scenario since changed, is refused", "[sweep]")
+{
+  auto [file, lines] = four_point_sweep("stale");
+  std::string dir    = std::filesystem::path(file).parent_path().string();
+  testing::write_temp_file("stale-again.jsonl.partial", with_field(lines[0], "sweep_digest", "0123456789abcdef") + "\n");
+  auto stale = run_stepsim("sweep " + file + " -q -o " + dir + "/stale-again");
+  CHECK(stale.exit_code == 2);
+  CHECK(stale.output.find("stale-again.jsonl.partial:1: written by another sweep") != std::string::npos);
+  // The same journal line, but the base scenario changed under it.
+  testing::write_temp_file("stale-again.jsonl.partial", lines[0] + "\n");
+  auto base = testing::small_scenario(2, 2, 8);
+  base["training"]["precision"] = "fp16";
+  write_temp_file("stale-base.json", base.dump());
+  auto changed = run_stepsim("sweep " + file + " -q -o " + dir + "/stale-again");
+  CHECK(changed.exit_code == 2);
+  CHECK(changed.output.find("before its sweep file or base scenario changed") != std::string::npos);
+}
+
+TEST_CASE("journal and shard lines of the wrong shape are refused with the file and line", "[sweep]")
+{
+  auto [file, lines] = four_point_sweep("shape-check");
+  std::string dir    = std::filesystem::path(file).parent_path().string();
+  const std::pair<std::string, std::string> cases[] = {
+      {with_field(lines[0], "point", "0"), "point: expected a point number"},
+      {with_field(lines[0], "point", -1), "point: expected a point number"},
+      {with_field(lines[0], "point", 9), "point: 9 is not a point of a sweep of 4 points"},
+      {with_field(lines[0], "status", nlohmann::json(nlohmann::json::value_t::discarded)), "status: expected"},
+      {with_field(lines[0], "report", nlohmann::json::object()), "report: "}};
+  for (const auto& [line, expected] : cases) {
+    INFO(line);
+    auto shard = write_temp_file("shape-check-bad.jsonl", lines[1] + "\n" + line + "\n");
+    auto merge = run_stepsim("merge " + shard + " -o " + dir + "/shape-check-merged");
+    CHECK(merge.exit_code == 2);
+    CHECK(merge.output.find("shape-check-bad.jsonl:2: " + expected) != std::string::npos);
+    write_temp_file("shape-check-again.jsonl.partial", line + "\n");
+    auto resume = run_stepsim("sweep " + file + " -q -o " + dir + "/shape-check-again");
+    CHECK(resume.exit_code == 2);
+    CHECK(resume.output.find("shape-check-again.jsonl.partial:1: " + expected) != std::string::npos);
+  }
+  auto zero = run_stepsim("merge /dev/zero");
+  CHECK(zero.exit_code == 2);
+  CHECK(zero.output.find("/dev/zero: not a regular file") != std::string::npos);
+}
+
+TEST_CASE("merge refuses shards of different sweeps with the same point count", "[sweep]")
+{
+  auto [file, lines] = four_point_sweep("mixed");
+  std::string other  = write_temp_file("mixed-other.jsonl", with_field(lines[0], "sweep_digest", "0123456789abcdef") + "\n" +
+                                                               with_field(lines[1], "sweep_digest", "0123456789abcdef") + "\n");
+  std::string mine   = write_temp_file("mixed-mine.jsonl", lines[2] + "\n" + lines[3] + "\n");
+  auto merge         = run_stepsim("merge " + other + " " + mine + " -o " + std::filesystem::path(mine).parent_path().string() + "/mixed-m");
+  CHECK(merge.exit_code == 2);
+  CHECK(merge.output.find("mixed-mine.jsonl:1: written by another sweep") != std::string::npos);
+}
+
+TEST_CASE("a point whose worker died is run again on resume", "[sweep]")
+{
+  auto [file, lines] = four_point_sweep("retry");
+  std::string dir    = std::filesystem::path(file).parent_path().string();
+  auto died          = nlohmann::json::parse(lines[2]);
+  died.erase("report");
+  died["status"] = "error";
+  died["reason"] = "the worker process died";
+  write_temp_file("retry-again.jsonl.partial", lines[0] + "\n" + died.dump() + "\n");
+  auto resumed = run_stepsim("sweep " + file + " -o " + dir + "/retry-again");
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.output.find("1 already done") != std::string::npos);
+  CHECK(testing::read_text_file(dir + "/retry-again.jsonl") == testing::read_text_file(dir + "/retry-whole.jsonl"));
+}
+
+TEST_CASE("sweeps whose point count is beyond the bound, shards that do not parse, and misspelt axes are refused",
+          "[sweep]")
+{
+  std::string base = write_temp_file("bounds-base.json", testing::small_scenario(2, 2, 8).dump());
+  nlohmann::json grid = nlohmann::json::object();
+  for (int axis = 0; axis < 8; ++axis) // 256^8 = 2^64 points, 0 in a size_t
+    grid[fmt::format("model.x{}", axis)] = std::vector<int>(256, 1);
+  auto huge = run_stepsim("sweep " + write_temp_file("bounds-huge.json", nlohmann::json{{"base", "bounds-base.json"}, {"grid", grid}}.dump()));
+  CHECK(huge.exit_code == 2);
+  CHECK(huge.output.find("error: grid: 256 × 256") != std::string::npos);
+  auto typo = run_stepsim("sweep " + write_temp_file("bounds-typo.json", nlohmann::json{{"base", "bounds-base.json"}, {"grid", {{"parallelism.tensr", {1, 2}}}}}.dump()));
+  CHECK(typo.exit_code == 2);
+  CHECK(typo.output.find("grid.parallelism.tensr: not a field of the scenario") != std::string::npos);
+  for (const char* shard : {"1/3x", "-1/3", "0/3", "4/3", "1/"}) {
+    auto r = run_stepsim(fmt::format("sweep {} --shard {}", write_temp_file("bounds-ok.json", nlohmann::json{{"base", "bounds-base.json"}, {"grid", {{"training.micro_batch_size", {1}}}}}.dump()), shard));
+    INFO(shard);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("expected K/N") != std::string::npos);
+  }
+}

@@ -47,6 +47,12 @@ nlohmann::json expand_platform_preset(const nlohmann::json& document)
     throw InputError({fmt::format("platform.preset: {} is not of the form {{\"platform\": {{\"node_groups\": [...], "
                                   "...}}}}", file)});
   nlohmann::json platform = preset["platform"];
+  // Merged by index into the preset's groups, so it must be a list; an object would replace the
+  // list and leave nothing for platform.nodes to count.
+  if (given.contains("node_groups") && !given["node_groups"].is_array())
+    throw InputError({fmt::format("platform.node_groups: expected an array of node groups, each merged into the "
+                                  "preset's group of the same index, got {}",
+                                  given["node_groups"].is_object() ? "an object" : given["node_groups"].dump())});
   for (const auto& [key, value] : given.items()) {
     if (key == "preset" || key == "nodes")
       continue;
@@ -71,7 +77,8 @@ nlohmann::json expand_platform_preset(const nlohmann::json& document)
     if (!nodes.is_number_integer() || nodes.get<long long>() < 1 || nodes.get<long long>() > (1LL << 20))
       throw InputError({fmt::format("platform.nodes: expected the number of nodes of the preset's first node group, "
                                     "an integer from 1 to {}, got {}", 1LL << 20, nodes.dump())});
-    platform["node_groups"][0]["count"] = nodes;
+    if (platform["node_groups"][0].is_object()) // else the parser names what node_groups[0] is
+      platform["node_groups"][0]["count"] = nodes;
   }
   platform["preset"]   = name;
   nlohmann::json out   = document;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 namespace stepsim {
 
 namespace {
@@ -15,11 +17,40 @@ int get_int(const nlohmann::json& c, const char* key, Problems& problems, std::o
       problems.add(key, "missing in the HuggingFace config (expected a positive integer)");
     return fallback.value_or(1);
   }
-  if (!it->is_number_integer() || it->get<long long>() <= 0) {
-    problems.add(key, fmt::format("expected a positive integer in the HuggingFace config, got {}", it->dump()));
+  // Beyond an int the value would be truncated (4,294,967,300 layers read as 4); the model's own
+  // bounds (sim/input/limits.hpp) then apply to what is read.
+  if (!it->is_number_integer() || it->get<long long>() <= 0 ||
+      it->get<long long>() > std::numeric_limits<int>::max()) {
+    problems.add(key, fmt::format("expected a positive integer of at most {} in the HuggingFace config, got {}",
+                                  std::numeric_limits<int>::max(), it->dump()));
     return fallback.value_or(1);
   }
   return it->get<int>();
+}
+
+// A string field; absent or null gives `fallback`.
+std::string get_text(const nlohmann::json& c, const char* key, Problems& problems, const std::string& fallback)
+{
+  auto it = c.find(key);
+  if (it == c.end() || it->is_null())
+    return fallback;
+  if (!it->is_string()) {
+    problems.add(key, fmt::format("expected a string in the HuggingFace config, got {}", it->dump()));
+    return fallback;
+  }
+  return it->get<std::string>();
+}
+
+bool get_bool(const nlohmann::json& c, const char* key, Problems& problems, bool fallback)
+{
+  auto it = c.find(key);
+  if (it == c.end() || it->is_null())
+    return fallback;
+  if (!it->is_boolean()) {
+    problems.add(key, fmt::format("expected true or false in the HuggingFace config, got {}", it->dump()));
+    return fallback;
+  }
+  return it->get<bool>();
 }
 } // namespace
 
@@ -29,8 +60,8 @@ ModelSpec import_hf_config(const nlohmann::json& c)
   ModelSpec m;
   if (!c.is_object())
     throw InputError({"expected a JSON object in the HuggingFace config"});
-  std::string type = c.value("model_type", std::string(""));
-  m.name           = c.value("_name_or_path", type.empty() ? std::string("hf-model") : type);
+  std::string type = get_text(c, "model_type", problems, "");
+  m.name           = get_text(c, "_name_or_path", problems, type.empty() ? std::string("hf-model") : type);
   if (type == "gpt2") {
     m.num_layers          = get_int(c, "n_layer", problems);
     m.hidden_size         = get_int(c, "n_embd", problems);
@@ -53,14 +84,14 @@ ModelSpec import_hf_config(const nlohmann::json& c)
     m.vocab_size          = get_int(c, "vocab_size", problems);
     m.mlp                 = "swiglu";
     m.norm                = "rmsnorm";
-    m.tied_embeddings     = c.value("tie_word_embeddings", false);
+    m.tied_embeddings     = get_bool(c, "tie_word_embeddings", problems, false);
     if (c.contains("num_local_experts") || c.contains("num_experts")) {
       m.num_experts = get_int(c, c.contains("num_local_experts") ? "num_local_experts" : "num_experts", problems);
       m.moe_top_k   = get_int(c, "num_experts_per_tok", problems, 2);
       if (c.contains("moe_intermediate_size"))
         m.moe_ffn_hidden_size = get_int(c, "moe_intermediate_size", problems);
     }
-  } else {
+  } else if (problems.empty()) { // a model_type that is no string is already reported
     problems.add("model_type", fmt::format("\"{}\" is not a supported HuggingFace model type; expected one of "
                                            "\"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", "
                                            "\"qwen3_moe\", \"gpt2\"",

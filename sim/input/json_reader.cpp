@@ -1,9 +1,11 @@
 #include "sim/input/json_reader.hpp"
 
 #include "sim/core/units.hpp"
+#include "sim/input/limits.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -162,17 +164,29 @@ double JsonReader::with_unit(const std::string& key, std::optional<double> fallb
 
 double JsonReader::bandwidth(const std::string& key, std::optional<double> fallback)
 {
+  const size_t before = problems_->list().size();
   double value = with_unit(key, fallback, "a bandwidth such as \"200Gbps\" or \"300GBps\"", units::parse_bandwidth);
   if (value <= 0 && has(key)) {
     problems_->add(path_of(key), "expected a bandwidth above zero");
     return fallback.value_or(1.0);
+  }
+  if (value < limits::kMinBandwidthBps && has(key) && problems_->list().size() == before) {
+    problems_->add(path_of(key), fmt::format("expected a bandwidth of at least 1Mbps ({} bytes/s), got {}",
+                                             limits::kMinBandwidthBps, raw(key)->dump()));
+    return fallback.value_or(limits::kMinBandwidthBps);
   }
   return value;
 }
 
 double JsonReader::time(const std::string& key, std::optional<double> fallback)
 {
-  return with_unit(key, fallback, "a time such as \"1.5us\"", units::parse_time);
+  double value = with_unit(key, fallback, "a time such as \"1.5us\"", units::parse_time);
+  if (value > limits::kMaxLatencySeconds && has(key)) {
+    problems_->add(path_of(key), fmt::format("expected a time of at most {} s, got {}", limits::kMaxLatencySeconds,
+                                             raw(key)->dump()));
+    return fallback.value_or(0.0);
+  }
+  return value;
 }
 
 double JsonReader::bytes(const std::string& key, std::optional<double> fallback)
@@ -231,8 +245,8 @@ std::pair<size_t, size_t> line_and_column(const std::string& text, size_t offset
   return {line, column};
 }
 
-// Where the nesting of arrays and objects first goes deeper than kMaxJsonDepth, if it does.
-std::optional<size_t> too_deep_at(const std::string& text)
+// Where the nesting of arrays and objects first goes deeper than `limit`, if it does.
+std::optional<size_t> too_deep_at(const std::string& text, int limit = kMaxJsonDepth)
 {
   int depth      = 0;
   bool in_string = false;
@@ -246,7 +260,7 @@ std::optional<size_t> too_deep_at(const std::string& text)
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth)
+      if (++depth > limit)
         return i;
     } else if (c == ']' || c == '}') {
       --depth;
@@ -292,25 +306,28 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& what)
   }
 }
 
-nlohmann::json read_json_file(const std::string& file)
+std::string read_bounded_file(const std::string& file, unsigned long long max_bytes, const std::string& what)
 {
   std::error_code error;
   auto status = std::filesystem::status(file, error);
   if (error || !std::filesystem::exists(status))
     throw InputError({fmt::format("{}: cannot open the file", file)});
-  // A directory, a FIFO or a device (/dev/zero) would hang or read without end.
   if (!std::filesystem::is_regular_file(status))
     throw InputError({fmt::format("{}: not a regular file", file)});
   auto size = std::filesystem::file_size(file, error);
-  if (!error && size > static_cast<uintmax_t>(kMaxJsonFileBytes))
-    throw InputError({fmt::format("{}: {} bytes, more than the {} a scenario file may have", file, size,
-                                  kMaxJsonFileBytes)});
-  std::ifstream in(file);
+  if (!error && size > max_bytes)
+    throw InputError({fmt::format("{}: {} bytes, more than the {} {} may have", file, size, max_bytes, what)});
+  std::ifstream in(file, std::ios::binary);
   if (!in)
     throw InputError({fmt::format("{}: cannot open the file", file)});
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return parse_json_text(buffer.str(), file);
+  return buffer.str();
+}
+
+nlohmann::json read_json_file(const std::string& file)
+{
+  return parse_json_text(read_bounded_file(file, kMaxJsonFileBytes, "a scenario file"), file);
 }
 
 void set_by_path(nlohmann::json& document, const std::string& assignment)
@@ -327,6 +344,16 @@ void set_by_path(nlohmann::json& document, const std::string& assignment)
       throw InputError({fmt::format("--set {}: a '[' without its ']'", path)});
     path = path.substr(0, open) + "." + path.substr(open + 1, close - open - 1) + path.substr(close + 1);
   }
+  // A --set value goes into the document as a file's would, under the same depth bound: the path
+  // nests one level per name, the value its own levels below that.
+  const int path_depth = static_cast<int>(std::count(path.begin(), path.end(), '.')) + 1;
+  if (path_depth > kMaxJsonDepth)
+    throw InputError({fmt::format("--set {}...: a path of {} names, deeper than the {} levels a scenario may nest",
+                                  path.substr(0, 40), path_depth, kMaxJsonDepth)});
+  if (too_deep_at(value, kMaxJsonDepth - path_depth))
+    throw InputError({fmt::format("--set {}: the value nests arrays and objects deeper than the {} levels a "
+                                  "scenario may have",
+                                  path, kMaxJsonDepth)});
   nlohmann::json* node = &document;
   size_t start         = 0;
   while (true) {

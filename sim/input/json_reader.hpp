@@ -71,6 +71,10 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& what)
 // Reads a regular file of at most kMaxJsonFileBytes and parses it.
 inline constexpr long long kMaxJsonFileBytes = 64LL << 20;
 nlohmann::json read_json_file(const std::string& file);
+// The whole of `file`, which must be a regular file (a directory, a FIFO or /dev/zero would hang
+// or read without end) of at most `max_bytes`; else an InputError naming the file and `what` it
+// is ("a scenario file").
+std::string read_bounded_file(const std::string& file, unsigned long long max_bytes, const std::string& what);
 
 // Sets the value at a dotted path ("parallelism.tensor=4"), creating objects on the way. The value
 // is parsed as JSON when it is valid JSON and taken as a string otherwise, so `--set

@@ -26,5 +26,21 @@ constexpr double kMaxLayerBytes = 1LL << 50;
 // One given kernel covers a micro-batch: a thousand samples at the per-sample bound. Beyond it a
 // step would run for years of simulated time and report zero throughput instead of an error.
 constexpr double kMaxKernelFlops = 1e21;
+// Every bandwidth (links, NICs, memories): the slowest Wi-Fi rate (802.11b, 1 Mbps). Below it a
+// gradient exchange takes years ("1e-10" gave a step of 3e17 s).
+constexpr double kMinBandwidthBps = 1e6 / 8;
+// Every latency and per-kernel overhead: a minute, a hundred times a geostationary satellite hop.
+// Beyond it the replay's clock loses the nanoseconds of the other work ("1e300s" deadlocked it).
+constexpr double kMaxLatencySeconds = 60;
+// Points of one sweep: each is a simulation of its own (a day of CPU at a third of a second
+// each), and the runner keeps every result in memory.
+constexpr double kMaxSweepPoints = 1 << 18;
+// A journal or shard output: every point of the largest sweep at 4 kB of JSON each. Read whole,
+// so /dev/zero or a stray huge file is refused instead of filling memory.
+constexpr unsigned long long kMaxResultFileBytes = 1ULL << 30;
+// GPUs of one `stepsim collective` platform: its validation models every step of every member
+// (a ring of n members has 2(n-1) steps), which took 100 s at 1,024 GPUs and would need 34 GB at
+// 65,536. Twice the superpod presets' 1,120 GPUs.
+constexpr long long kMaxCollectiveBenchGpus = 2048;
 
 } // namespace stepsim::limits

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -46,6 +47,12 @@ void read_torus(JsonReader r, TorusSpec& t, int nodes)
   long long routers = 1;
   for (int d : t.dimensions)
     routers = std::min(routers * d, kMaxFabricSize + 1);
+  // A dimension of one router is its own neighbour both ways round; with two such, SimGrid names
+  // their links alike and aborts ("declared several times"). They add no link, so they can go.
+  if (std::count(t.dimensions.begin(), t.dimensions.end(), 1) > 1)
+    r.problems().add(r.path_of("dimensions"),
+                     "two or more dimensions of 1 router, which SimGrid cannot build; a dimension of 1 router adds "
+                     "no link, so leave them out (e.g. [1, 1, 2] is [2])");
   if (routers < nodes || routers > kMaxFabricSize)
     r.problems().add(r.path_of("dimensions"),
                      fmt::format("{} routers (one node each) for {} nodes; expected between {} and {}",
@@ -63,6 +70,13 @@ void read_dragonfly(JsonReader r, DragonflySpec& d, int nodes)
   d.nodes_per_router = static_cast<int>(r.integer("nodes_per_router", 1, 1, 1 << 16));
   read_link(r, d.link);
   r.reject_unknown_keys();
+  // SimGrid's minimal route leaves a group from its first chassis, through the router whose index
+  // is the destination group's: each chassis needs a router per group, or the route reads past
+  // the routers (it crashed).
+  if (d.groups > 1 && d.routers < d.groups)
+    r.problems().add(r.path_of("routers"), fmt::format("{} routers per chassis for {} groups; SimGrid's dragonfly joins "
+                                                       "group g through router g of a chassis, so expected at least {}",
+                                                       d.routers, d.groups, d.groups));
   const long long slots = 1LL * d.groups * d.chassis * d.routers * d.nodes_per_router;
   if (d.groups > 0 && (slots < nodes || slots > kMaxFabricSize))
     r.problems().add(r.path(), fmt::format("groups {} × chassis {} × routers {} × nodes_per_router {} = {} node "
@@ -103,6 +117,9 @@ void read_custom(JsonReader& net, NetworkSpec& n, int nodes)
     l.problems().add(l.path_of(key), fmt::format("unknown switch \"{}\"{}", name,
                                                  near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
   };
+  // One route joins each pair of switches, so a second link between them would be a second route
+  // for the same pair, which SimGrid cannot hold (it crashed).
+  std::map<std::pair<std::string, std::string>, std::string> link_path;
   for (auto& l : net.array_of_objects("links", n.switches.size() > 1)) {
     SwitchLinkSpec spec;
     spec.from          = l.text("from");
@@ -114,6 +131,12 @@ void read_custom(JsonReader& net, NetworkSpec& n, int nodes)
     known_switch(l, "to", spec.to);
     if (!spec.from.empty() && spec.from == spec.to)
       l.problems().add(l.path_of("to"), fmt::format("a link from \"{}\" to itself", spec.from));
+    auto pair = std::minmax(spec.from, spec.to);
+    if (!spec.from.empty() && !spec.to.empty() && spec.from != spec.to &&
+        !link_path.emplace(std::pair(pair.first, pair.second), l.path()).second)
+      l.problems().add(l.path_of("to"), fmt::format("a second link between \"{}\" and \"{}\" (the first is {}); "
+                                                    "give one link their combined bandwidth",
+                                                    spec.from, spec.to, link_path[std::pair(pair.first, pair.second)]));
     n.links.push_back(spec);
   }
   if (switch_path.size() != n.switches.size())

@@ -8,6 +8,7 @@
 #include "models/collectives/protocol.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/input/json_reader.hpp"
+#include "sim/input/limits.hpp"
 #include "sim/engine/replay.hpp"
 #include "topologies/nodes/node_type.hpp"
 #include "topologies/platform.hpp"
@@ -168,10 +169,20 @@ Scenario platform_scenario(const std::string& preset, const std::string& platfor
     platform["node_groups"][0]["count"] = nodes;
   // The scenario only carries the platform: a one-layer model, pure data parallelism over every GPU.
   long long gpus = 0;
+  auto integer   = [](const nlohmann::json& g, const char* key, long long fallback) {
+    return g.contains(key) && g[key].is_number_integer() ? g[key].get<long long>() : fallback; // else the parser says
+  };
   if (platform.contains("node_groups") && platform["node_groups"].is_array())
     for (const auto& g : platform["node_groups"])
       if (g.is_object())
-        gpus += g.value("count", 1LL) * g.value("gpus_per_node", 8LL);
+        gpus += std::clamp(integer(g, "count", 1), 0LL, limits::kMaxGpus) *
+                std::clamp(integer(g, "gpus_per_node", 8), 0LL, limits::kMaxGpusPerNode);
+  if (gpus > limits::kMaxCollectiveBenchGpus)
+    throw InputError({fmt::format("{}: {} GPUs; the collective benchmark replays one collective over every GPU, which "
+                                  "beyond {} takes many minutes (an 8,192-node ring needed 34 GB); expected at most "
+                                  "that many",
+                                  nodes > 0 ? "--nodes" : (preset.empty() ? "--platform" : "--preset"), gpus,
+                                  limits::kMaxCollectiveBenchGpus)});
   nlohmann::json scenario = {
       {"name", preset.empty() ? std::filesystem::path(file).stem().string() : preset},
       {"model", {{"num_layers", 1}, {"hidden_size", 64}, {"num_attention_heads", 1}, {"seq_length", 8}, {"vocab_size", 64}}},

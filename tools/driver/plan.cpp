@@ -177,6 +177,12 @@ PlanResult plan(const nlohmann::json& base_doc, const std::string& base_dir, con
   base_scenario.training.global_batch_size = base[batch].get<long long>();
   if (base_scenario.platform.node_groups.size() != 1)
     throw InputError({"platform.node_groups: the planner handles one node group"});
+  // The candidates split transformer layers over tensor and pipeline ranks; other models have
+  // none of the sizes that split reads, and would give zero candidates with no reason.
+  if (base_scenario.model.architecture != "transformer")
+    throw InputError({fmt::format("model.architecture: the planner searches layouts of transformer models; \"{}\" "
+                                  "is not one (run it with `stepsim run`, or sweep its parallelism.data)",
+                                  base_scenario.model.architecture)});
 
   PlanResult result;
   std::vector<nlohmann::json> settings = enumerate(base_scenario, gpus);

@@ -1,5 +1,7 @@
 #include "tools/driver/process_pool.hpp"
 
+#include "sim/simulate.hpp"
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -48,10 +50,12 @@ void run_in_processes(const std::vector<size_t>& items, int jobs, const std::fun
       if (pipe(fds) != 0)
         throw std::runtime_error("cannot create a pipe for a worker process");
       std::fflush(nullptr); // else the child would write the parent's buffered output again
-      pid_t pid = fork();
+      const pid_t parent = getpid();
+      pid_t pid          = fork();
       if (pid < 0)
         throw std::runtime_error("cannot fork a worker process");
       if (pid == 0) {
+        die_with_parent(parent);
         close(fds[0]);
         for (const auto& [fd, w] : running)
           close(fd);

@@ -2,12 +2,15 @@
 
 #include "sim/core/input_error.hpp"
 #include "sim/input/json_reader.hpp"
+#include "sim/input/limits.hpp"
 #include "sim/output/report_csv.hpp"
 #include "sim/simulate.hpp"
+#include "topologies/preset.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 
@@ -35,7 +38,7 @@ void read_axes(const nlohmann::json& node, const std::string& path, bool zipped,
                                                   values.size(), group.front().path, group.front().values.size()));
       continue;
     }
-    SweepAxis a{axis, values.get<std::vector<nlohmann::json>>()};
+    SweepAxis a{axis, values.get<std::vector<nlohmann::json>>(), path + "." + axis};
     if (zipped)
       group.push_back(std::move(a));
     else
@@ -45,9 +48,65 @@ void read_axes(const nlohmann::json& node, const std::string& path, bool zipped,
     dimensions.push_back(std::move(group));
 }
 
+// FNV-1a, 64 bits: a change of the inputs, not an attacker, is what the digest must notice.
+std::string text_digest(const std::string& text)
+{
+  uint64_t hash = 14695981039346656037ULL;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return fmt::format("{:016x}", hash);
+}
+
 void apply(nlohmann::json& document, const std::string& path, const nlohmann::json& value)
 {
   set_by_path(document, path + "=" + value.dump());
+}
+
+// An axis path as the parser names it in its messages: "platform.node_groups.0.gpu" is
+// "platform.node_groups[0].gpu".
+std::string as_reported(const std::string& path)
+{
+  std::string out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t dot       = std::min(path.find('.', start), path.size());
+    std::string part = path.substr(start, dot - start);
+    const bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    out += index ? "[" + part + "]" : (out.empty() ? "" : ".") + part;
+    start = dot + 1;
+  }
+  return out;
+}
+
+// A misspelt axis path ("parallelism.tensr") makes every point infeasible with one and the same
+// reason, and the sweep would end "successfully" with nothing simulated: the parser's unknown
+// keys of point 0 that an axis path runs through are refused here, naming the axis.
+void check_axis_paths(const Sweep& sweep, Problems& problems)
+{
+  nlohmann::json document = sweep.base;
+  std::vector<std::string> unknown; // the paths the parser called unknown keys
+  try {
+    for (const auto& [path, value] : sweep.parameters(0))
+      apply(document, path, value);
+    scenario_from_json(document, sweep.base_dir);
+  } catch (const InputError& e) {
+    for (const auto& p : e.problems())
+      if (auto colon = p.find(": unknown key"); colon != std::string::npos)
+        unknown.push_back(p);
+  } catch (const std::exception&) {
+    return; // the points report it
+  }
+  for (const auto& d : sweep.dimensions)
+    for (const auto& a : d) {
+      const std::string reported = as_reported(a.path);
+      for (const auto& p : unknown) {
+        const std::string key = p.substr(0, p.find(": unknown key"));
+        if (reported == key || reported.rfind(key + ".", 0) == 0 || reported.rfind(key + "[", 0) == 0)
+          problems.add(a.where, fmt::format("not a field of the scenario ({})", p));
+      }
+    }
 }
 
 } // namespace
@@ -138,13 +197,70 @@ Sweep load_sweep(const std::string& file)
   r.reject_unknown_keys();
   if (problems.empty() && sweep.dimensions.empty())
     problems.add("grid", "a sweep needs at least one axis in \"grid\" or \"zip\"");
+  // In doubles, which cannot wrap: 256 values on each of 8 axes is 2^64 points, 0 in a size_t.
+  double points = 1;
+  std::string sizes;
+  for (const auto& d : sweep.dimensions) {
+    points *= static_cast<double>(d.front().values.size());
+    sizes += fmt::format("{}{}", sizes.empty() ? "" : " × ", d.front().values.size());
+  }
+  if (points > limits::kMaxSweepPoints)
+    problems.add(r.raw("grid") != nullptr ? "grid" : "zip",
+                 fmt::format("{} = {:.4g} points, more than the {:.0f} a sweep may have; split it into several sweeps",
+                             sizes, points, limits::kMaxSweepPoints));
+  if (problems.empty())
+    check_axis_paths(sweep, problems);
   problems.throw_if_any();
+  // The preset expanded, since a preset file that changed changes every point. A preset that does
+  // not expand fails each point with its reason, and the base as given stands for it here.
+  nlohmann::json resolved = sweep.base;
+  try {
+    resolved = expand_platform_preset(sweep.base);
+  } catch (const InputError&) {
+  }
+  sweep.digest = text_digest(document.dump() + "\n" + resolved.dump());
   return sweep;
+}
+
+std::string result_line_problem(const nlohmann::json& line)
+{
+  if (!line.is_object())
+    return "expected a sweep result line, a JSON object";
+  for (const char* key : {"point", "of"})
+    if (!line.contains(key) || !line[key].is_number_unsigned())
+      return fmt::format("{}: expected a point number (an integer >= 0), got {}", key,
+                         line.contains(key) ? line[key].dump() : "nothing");
+  if (line["of"].get<size_t>() == 0 || line["point"].get<size_t>() >= line["of"].get<size_t>())
+    return fmt::format("point: {} is not a point of a sweep of {} points", line["point"].get<size_t>(),
+                       line["of"].get<size_t>());
+  if (!line.contains("sweep_digest") || !line["sweep_digest"].is_string())
+    return "sweep_digest: missing (expected the digest of the sweep that wrote the line)";
+  if (!line.contains("parameters") || !line["parameters"].is_object())
+    return "parameters: expected an object of JSON path → value";
+  const std::vector<std::string> statuses = {"ok", "infeasible", "error"};
+  if (!line.contains("status") || !line["status"].is_string() ||
+      std::find(statuses.begin(), statuses.end(), line["status"].get<std::string>()) == statuses.end())
+    return fmt::format("status: expected \"ok\", \"infeasible\" or \"error\", got {}",
+                       line.contains("status") ? line["status"].dump() : "nothing");
+  if (!line.contains("reason") || !line["reason"].is_string())
+    return "reason: expected a string";
+  if (line["status"] == "ok") {
+    if (!line.contains("report"))
+      return "report: missing from a point whose status is \"ok\"";
+    try {
+      report_from_json(line["report"]);
+    } catch (const nlohmann::json::exception& e) {
+      std::string reason = e.what();
+      auto bracket       = reason.find("] ");
+      return "report: " + (bracket == std::string::npos ? reason : reason.substr(bracket + 2));
+    }
+  }
+  return "";
 }
 
 nlohmann::json evaluate_point(const Sweep& sweep, size_t index, bool allow_oom)
 {
-  nlohmann::json result = {{"point", index}, {"of", sweep.points()}};
+  nlohmann::json result = {{"point", index}, {"of", sweep.points()}, {"sweep_digest", sweep.digest}};
   nlohmann::json parameters = sweep.parameter_object(index);
   nlohmann::json document   = sweep.base;
   try {

@@ -26,6 +26,7 @@ namespace stepsim {
 struct SweepAxis {
   std::string path;
   std::vector<nlohmann::json> values;
+  std::string where; // its place in the sweep file: "grid.PATH", "zip[1].PATH"
 };
 
 // One dimension of the sweep: a grid axis, or a zip group of axes of one length that vary together.
@@ -36,6 +37,10 @@ struct Sweep {
   nlohmann::json base; // the base scenario with "set" applied
   std::string base_dir; // where paths inside the base scenario are relative to
   std::vector<SweepDimension> dimensions;
+  // Of the sweep file and the base scenario with "set" applied and its platform preset expanded:
+  // every result line carries it, so that a journal or a shard of another sweep, or of this one
+  // before its base changed, is refused rather than mixed in.
+  std::string digest;
   size_t points() const;
   // The (path, value) pairs of point `index`, in column order.
   std::vector<std::pair<std::string, nlohmann::json>> parameters(size_t index) const;
@@ -46,9 +51,13 @@ struct Sweep {
 // Reads and checks a sweep file; throws InputError naming the JSON path of each problem.
 Sweep load_sweep(const std::string& file);
 
-// The result of one point as one JSON line's object: point, of, parameters, status ("ok",
-// "infeasible", "error"), reason, report.
+// The result of one point as one JSON line's object: point, of, sweep_digest, parameters, status
+// ("ok", "infeasible", "error"), reason, report.
 nlohmann::json evaluate_point(const Sweep& sweep, size_t index, bool allow_oom);
+
+// What is wrong with `line` as a result line (the fields above, of the right types, the point
+// inside the sweep, a report that reads back); "" when nothing is.
+std::string result_line_problem(const nlohmann::json& line);
 
 // CSV of results in point order: point, the axes, status, reason, then every report column that
 // any row has (in the order rows first show them). Equal inputs give equal bytes.

@@ -163,6 +163,7 @@ int check(const CheckOptions& o)
   fmt::print("{:<{}}  {:>14}  {:>14}  {:>8}  {}\n", "scenario", width, "expected tok/s", "predicted", "change",
              "status");
   int regressions = 0, failures = 0, changed = 0;
+  Problems tokenless; // entries a tokens/s baseline cannot hold (a CNN has no tokens)
   for (size_t i = 0; i < b.entries.size(); ++i) {
     const Entry& e = b.entries[i];
     std::string expected = e.expected_tokens_per_s ? fmt::format("{:.1f}", *e.expected_tokens_per_s) : "-";
@@ -171,6 +172,13 @@ int check(const CheckOptions& o)
     } catch (const std::exception& error) {
       ++failures;
       fmt::print("{:<{}}  {:>14}  {:>14}  {:>8}  FAILED: {}\n", label(e), width, expected, "-", "-", error.what());
+      continue;
+    }
+    if (!(predicted[i] > 0)) {
+      tokenless.add(fmt::format("scenarios[{}].scenario", i),
+                    fmt::format("{} predicts {} tokens/s (a model without tokens, such as a CNN?); a baseline "
+                                "compares tokens/s, so it cannot hold this scenario",
+                                e.scenario, predicted[i]));
       continue;
     }
     std::string change = "-", status = "new";
@@ -192,6 +200,7 @@ int check(const CheckOptions& o)
     fmt::print("{:<{}}  {:>14}  {:>14.1f}  {:>8}  {}\n", label(e), width, expected, predicted[i], change, status);
   }
 
+  tokenless.throw_if_any(); // before --update could write a baseline that refuses itself
   if (failures > 0) {
     fmt::print("\n{} of {} scenarios failed to simulate{}\n", failures, b.entries.size(),
                o.update ? "; the baseline was not rewritten" : "");

@@ -31,9 +31,15 @@ struct CollectiveOptions {
 
 double parse_size(const std::string& text, const std::string& option)
 {
+  // Two messages: "1PB" is no unit stepsim knows (the largest is TB), which "from 1B to 1PB"
+  // hid.
   auto bytes = units::parse_bytes(text);
-  if (!bytes || !(*bytes >= 1) || *bytes > 1e15)
-    throw InputError({fmt::format("{}: expected a size from 1B to 1PB such as 16MB or 1GiB, got \"{}\"", option, text)});
+  if (!bytes)
+    throw InputError({fmt::format("{}: \"{}\" is not a size; expected a number with B, KB, MB, GB, TB, KiB, MiB, GiB "
+                                  "or TiB, such as 16MB or 1GiB",
+                                  option, text)});
+  if (!(*bytes >= 1) || *bytes > 1e15)
+    throw InputError({fmt::format("{}: expected a size from 1B to 1000TB, got \"{}\"", option, text)});
   return *bytes;
 }
 

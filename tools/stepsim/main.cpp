@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -16,7 +17,12 @@ void write_text_file(const std::string& path, const std::string& text)
   std::ofstream out(path);
   if (!out)
     throw InputError({fmt::format("{}: cannot write the file", path)});
+  // A full disk (or /dev/full) shows only when the buffer goes out: flush and close before
+  // saying it was written.
   out << text;
+  out.close();
+  if (!out)
+    throw InputError({fmt::format("{}: could not write all {} bytes (disk full?)", path, text.size())});
 }
 
 } // namespace stepsim
@@ -48,8 +54,16 @@ int main(int argc, char** argv)
 
   try {
     for (auto& [sub, action] : commands)
-      if (sub->parsed())
-        return action();
+      if (sub->parsed()) {
+        int code = action();
+        // What went to standard output (`--json -`, tables) must have reached it too.
+        std::cout.flush();
+        if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+          std::cerr << "error: standard output: could not write the output (disk full or closed pipe?)\n";
+          return 2;
+        }
+        return code;
+      }
   } catch (const InputError& e) {
     for (const auto& p : e.problems())
       std::cerr << "error: " << p << "\n";

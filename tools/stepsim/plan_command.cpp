@@ -2,6 +2,7 @@
 // tools/driver/plan.hpp).
 #include "sim/input/json_reader.hpp"
 #include "tools/driver/plan.hpp"
+#include "sim/core/input_error.hpp"
 #include "tools/stepsim/command.hpp"
 
 #include <fmt/format.h>
@@ -25,6 +26,11 @@ int run_plan(const PlanCommandOptions& o)
   for (const auto& a : o.sets)
     set_by_path(doc, a);
   PlanResult r = plan(doc, std::filesystem::path(o.file).parent_path().string(), o.plan);
+  if (r.candidates.empty()) // a property of the input, not a failed simulation
+    throw InputError({fmt::format("{}: none of the {} configurations for {} GPUs can run: {} do not divide the model, "
+                                  "batch or GPUs or are not valid, {} do not fit in memory",
+                                  o.file, r.enumerated, o.plan.gpus > 0 ? std::to_string(o.plan.gpus) : "the platform's",
+                                  r.invalid, r.too_big)});
   fmt::print("{} configurations: {} do not divide or are not valid, {} do not fit in memory, {} valid; simulated {}\n\n",
              r.enumerated, r.invalid, r.too_big, r.candidates.size(),
              std::count_if(r.candidates.begin(), r.candidates.end(), [](const auto& c) { return c.simulated; }));

@@ -5,12 +5,16 @@
 // resumes where it stopped; the final PREFIX.csv and PREFIX.jsonl are written in point order
 // once every point is done, identical whatever -j and however the points were sharded.
 #include "sim/core/input_error.hpp"
+#include "sim/input/json_reader.hpp"
+#include "sim/input/limits.hpp"
 #include "tools/driver/process_pool.hpp"
 #include "tools/driver/sweep.hpp"
 #include "tools/stepsim/command.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +22,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <sstream>
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace stepsim {
@@ -63,33 +69,102 @@ private:
 
 std::pair<size_t, size_t> parse_shard(const std::string& text)
 {
-  size_t k = 0, n = 0;
-  char slash = 0;
-  if (std::sscanf(text.c_str(), "%zu%c%zu", &k, &slash, &n) != 3 || slash != '/' || n == 0 || k == 0 || k > n)
+  // Digits, a slash, digits, and nothing else ("1/3x" and "-1/3" are refused, not read as 1/3).
+  const auto slash = text.find('/');
+  auto digits      = [](const std::string& t) {
+    return !t.empty() && t.size() <= 9 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const std::string ks = slash == std::string::npos ? text : text.substr(0, slash);
+  const std::string ns = slash == std::string::npos ? "" : text.substr(slash + 1);
+  const size_t k = digits(ks) ? std::stoul(ks) : 0, n = digits(ns) ? std::stoul(ns) : 0;
+  if (n == 0 || k == 0 || k > n)
     throw InputError({fmt::format("--shard {}: expected K/N with 1 <= K <= N, e.g. 2/8", text)});
   return {k, n};
 }
 
-std::vector<nlohmann::json> read_jsonl(const std::string& file, bool tolerate_torn_tail)
+// The result lines of `text` (one per line), each checked: a line that is not one, or one of
+// another sweep than `digest` (any sweep's when empty, then the first line's), is an error naming
+// FILE:LINE.
+std::vector<nlohmann::json> result_lines(const std::string& text, const std::string& file, std::string digest)
 {
   std::vector<nlohmann::json> out;
-  std::ifstream in(file);
+  std::istringstream in(text);
   std::string line;
-  size_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
+  for (size_t number = 1; std::getline(in, line); ++number) {
     if (line.empty())
       continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("point") || !j.contains("of")) {
-      if (tolerate_torn_tail && in.peek() == EOF)
-        break; // the last line of an interrupted run
-      throw InputError({fmt::format("{}:{}: expected a sweep result line (JSON with \"point\" and \"of\")", file, number)});
-    }
+    auto j              = nlohmann::json::parse(line, nullptr, false);
+    std::string problem = j.is_discarded() ? "expected a sweep result line, got malformed JSON" : result_line_problem(j);
+    if (!problem.empty())
+      throw InputError({fmt::format("{}:{}: {}", file, number, problem)});
+    if (digest.empty())
+      digest = j["sweep_digest"];
+    if (j["sweep_digest"] != digest)
+      throw InputError({fmt::format("{}:{}: written by another sweep, or by this one before its sweep file or base "
+                                    "scenario changed (digest {}, expected {})",
+                                    file, number, j["sweep_digest"].get<std::string>(), digest)});
     out.push_back(std::move(j));
   }
   return out;
 }
+
+// The journal of an earlier run of this sweep. What an interruption leaves after its last
+// newline is a torn line: it is cut away, so that the lines appended next start on a line of
+// their own instead of joining it into invalid JSON mid-file.
+std::vector<nlohmann::json> read_journal(const std::string& journal, const Sweep& sweep)
+{
+  if (!std::filesystem::exists(journal))
+    return {};
+  std::string text  = read_bounded_file(journal, limits::kMaxResultFileBytes, "a sweep journal");
+  const size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+  if (keep < text.size()) {
+    text.resize(keep);
+    std::error_code error;
+    std::filesystem::resize_file(journal, keep, error);
+    if (error)
+      throw InputError({fmt::format("{}: cannot cut away its torn last line: {}", journal, error.message())});
+  }
+  try {
+    return result_lines(text, journal, sweep.digest);
+  } catch (const InputError& e) {
+    auto problems = e.problems();
+    problems.back() += "; delete the journal to start the sweep over, or give another -o";
+    throw InputError(problems);
+  }
+}
+
+// Appends each line with one write() of the whole line, so that a kill leaves whole lines and at
+// most one torn last line; every failed write is an error.
+class JournalWriter {
+public:
+  explicit JournalWriter(const std::string& path)
+      : path_(path), fd_(open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644))
+  {
+    if (fd_ < 0)
+      throw InputError({fmt::format("{}: cannot write the file", path)});
+  }
+  ~JournalWriter() { close(fd_); }
+  JournalWriter(const JournalWriter&)            = delete;
+  JournalWriter& operator=(const JournalWriter&) = delete;
+
+  void append(const std::string& line)
+  {
+    const std::string text = line + "\n";
+    size_t written         = 0;
+    while (written < text.size()) {
+      ssize_t n = write(fd_, text.data() + written, text.size() - written);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        throw InputError({fmt::format("{}: could not append a result line (disk full?)", path_)});
+      written += static_cast<size_t>(n);
+    }
+  }
+
+private:
+  std::string path_;
+  int fd_;
+};
 
 void write_results(const std::string& prefix, const std::vector<std::string>& axes,
                    const std::vector<nlohmann::json>& results)
@@ -109,12 +184,13 @@ int run_sweep(const SweepOptions& o)
   const std::string journal = prefix + ".jsonl.partial";
 
   // Points of this shard, less those a previous run of the same sweep finished.
+  // A point whose worker died (status "error") is run again.
   std::map<size_t, nlohmann::json> results;
-  for (auto& r : read_jsonl(journal, true)) {
+  for (auto& r : read_journal(journal, sweep)) {
     size_t point = r["point"].get<size_t>();
-    if (r["of"].get<size_t>() == total && point < total && point % n == k - 1 &&
+    if (r["of"].get<size_t>() == total && point % n == k - 1 && r["status"] != "error" &&
         r["parameters"] == sweep.parameter_object(point))
-      results.emplace(point, std::move(r));
+      results.insert_or_assign(point, std::move(r));
   }
   std::vector<size_t> todo;
   for (size_t i = k - 1; i < total; i += n)
@@ -126,9 +202,7 @@ int run_sweep(const SweepOptions& o)
                n > 1 ? fmt::format(" (shard {}/{} of {})", k, n, total) : "",
                results.empty() ? "" : fmt::format(", {} already done", results.size()), o.jobs, o.jobs > 1 ? "s" : "");
 
-  std::ofstream log(journal, std::ios::app);
-  if (!log)
-    throw InputError({fmt::format("{}: cannot write the file", journal)});
+  JournalWriter log(journal);
   Progress progress(shard_points, o.quiet);
   progress.advance(results.size());
   run_in_processes(
@@ -136,13 +210,12 @@ int run_sweep(const SweepOptions& o)
       [&](size_t point, std::string text) {
         auto j = nlohmann::json::parse(text, nullptr, false);
         if (text.empty() || j.is_discarded())
-          j = {{"point", point}, {"of", total}, {"parameters", sweep.parameter_object(point)}, {"status", "error"},
-               {"reason", "the worker process died"}};
-        log << j.dump() << "\n" << std::flush;
+          j = {{"point", point},  {"of", total},     {"sweep_digest", sweep.digest}, {"parameters", sweep.parameter_object(point)},
+               {"status", "error"}, {"reason", "the worker process died"}};
+        log.append(j.dump());
         results.emplace(point, std::move(j));
         progress.advance(results.size());
       });
-  log.close();
 
   std::vector<nlohmann::json> ordered;
   size_t ok = 0, infeasible = 0, failed = 0;
@@ -180,10 +253,10 @@ int run_merge(const MergeOptions& o)
   std::map<size_t, nlohmann::json> results;
   size_t total = 0;
   std::vector<std::string> axes;
+  std::string digest; // of the first line read: every shard must come from that sweep
   for (const auto& file : o.files) {
-    if (!std::filesystem::exists(file))
-      throw InputError({fmt::format("{}: no such file", file)});
-    for (auto& r : read_jsonl(file, false)) {
+    for (auto& r : result_lines(read_bounded_file(file, limits::kMaxResultFileBytes, "a sweep's result file"), file, digest)) {
+      digest       = r["sweep_digest"];
       size_t point = r["point"].get<size_t>(), of = r["of"].get<size_t>();
       if (total != 0 && of != total)
         throw InputError({fmt::format("{}: point {} belongs to a sweep of {} points, the others to one of {}", file,

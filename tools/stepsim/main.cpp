@@ -29,6 +29,13 @@ void write_text_file(const std::string& path, const std::string& text)
 
 using namespace stepsim;
 
+// Exit code 2: what went to standard output (`--json -`, tables) did not reach it.
+static int unwritable_output()
+{
+  std::cerr << "error: standard output: could not write the output (disk full or closed pipe?)\n";
+  return 2;
+}
+
 int main(int argc, char** argv)
 {
   CLI::App app{"stepsim: predicts one training step of a distributed deep-learning job on a SimGrid model of the "
@@ -58,10 +65,8 @@ int main(int argc, char** argv)
         int code = action();
         // What went to standard output (`--json -`, tables) must have reached it too.
         std::cout.flush();
-        if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
-          std::cerr << "error: standard output: could not write the output (disk full or closed pipe?)\n";
-          return 2;
-        }
+        if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout))
+          return unwritable_output();
         return code;
       }
   } catch (const InputError& e) {
@@ -69,6 +74,9 @@ int main(int argc, char** argv)
       std::cerr << "error: " << p << "\n";
     return 2;
   } catch (const std::exception& e) {
+    // fmt throws as soon as a long table no longer fits the stream's buffer: the same bad output.
+    if (std::ferror(stdout))
+      return unwritable_output();
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   }

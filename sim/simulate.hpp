@@ -1,5 +1,6 @@
-// The whole road of the design notes, wired: scenario → workload → costs → SimGrid replay →
-// report. The command line, sweeps and tests all come through here.
+// The road's entry points (sim/road.cpp, its stages in sim/stages.hpp): scenario → job plan →
+// costed workload → SimGrid replay → report, and the loading, validation and child processes
+// around it. The command line, sweeps and tests all come through here.
 #pragma once
 
 #include "sim/core/report.hpp"

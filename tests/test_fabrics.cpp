@@ -1,4 +1,4 @@
-// The cluster fabrics (topologies/fabric_*.cpp), edge Wi-Fi and platform presets against what
+// The cluster fabrics (topologies/fabrics/*.cpp), edge Wi-Fi and platform presets against what
 // their specification implies: which links a route crosses, its bottleneck and summed latency,
 // the time a transfer alone takes on it (latency + bytes / bottleneck), how transfers share a
 // rail spine or the air, and that presets expand as documented.

@@ -1,4 +1,4 @@
-// The inside of a node, per node type (topologies/node_*.cpp): the links a route between two GPUs
+// The inside of a node, per node type (topologies/nodes/*.cpp): the links a route between two GPUs
 // crosses, its bottleneck bandwidth and summed latency against what the node type's wiring
 // implies, the time a transfer takes on it, a ring all-reduce on a DGX-1 cube-mesh against an
 // NVSwitch node, the CPU host, the chiplet example scenario and `stepsim platform`.

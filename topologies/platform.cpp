@@ -30,7 +30,7 @@ void configure_network_model()
 namespace {
 
 // GPUs of one node, their CPU host, their NICs and the node's gateway, as a zone under `parent`;
-// the node type (topologies/node_*.cpp, on intra_node.type) builds the links between them.
+// the node type (topologies/nodes/*.cpp, on intra_node.type) builds the links between them.
 void build_node(sg4::NetZone* parent, const NodeGroupSpec& g, const NodeType& type, double host_link_Bps, int node,
                 int group_index, const std::vector<bool>& in_use, bool host_side, BuiltPlatform& out)
 {

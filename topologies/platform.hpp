@@ -11,7 +11,7 @@
 //
 //   GPU ─nvlink─┐                            node zone (Full: explicit routes)
 //   GPU ─nvlink─┼─ nvswitch
-//   GPU ─pcie── nic ─nic link─ gateway ── fabric     fabric: registered builders (topologies/fabric_*.cpp,
+//   GPU ─pcie── nic ─nic link─ gateway ── fabric     fabric: registered builders (topologies/fabrics/*.cpp,
 //                                                          fat_tree.cpp), `stepsim list` names them
 #pragma once
 

@@ -116,7 +116,7 @@ struct ParallelSpec {
   std::string rank_order = "tp-cp-ep-dp-pp";
 };
 
-// The inside of a node; `type` names a builder in topologies/node_*.cpp (NodeTypeRegistry).
+// The inside of a node; `type` names a builder in topologies/nodes/*.cpp (NodeTypeRegistry).
 struct IntraNodeSpec {
   std::string type     = "nvswitch";
   double bandwidth_Bps = 300e9; // per direction: per GPU (switch types), per NVLink (dgx1_cube_mesh),

@@ -29,7 +29,7 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     spec.gpu           = g.text("gpu");
     spec.gpus_per_node = static_cast<int>(g.integer("gpus_per_node", 8, 1, kMaxGpusPerNode));
     auto intra         = g.object("intra_node");
-    // The type names a node builder (topologies/node_*.cpp); the driver checks the name and the
+    // The type names a node builder (topologies/nodes/*.cpp); the driver checks the name and the
     // GPU count it needs, so that an unknown type is reported with the closest one.
     spec.intra_node.type          = intra.text("type", std::string("nvswitch"));
     // 0 when not given: the node type's rated figure (topologies/nodes/) fills it in.

@@ -1,4 +1,4 @@
-// The inside of a node, one builder per `intra_node.type` (topologies/node_*.cpp), registered by
+// The inside of a node, one builder per `intra_node.type` (topologies/nodes/*.cpp), registered by
 // name in NodeTypeRegistry. The platform builder (platform.cpp) makes the node's zone, its GPU
 // hosts, its CPU host and its gateway; the node type builds the links between the GPUs and to the
 // CPU and adds the routes over them; the platform builder then adds the NICs.

@@ -316,3 +316,36 @@ TEST_CASE("MoE memory: experts are sharded over their expert-data group, activat
   const double copies = 2048.0 * 2; // two more copies of each token
   CHECK(more == Approx(copies * 2 * (1024 + 2 * 4096 + 4096)));
 }
+
+TEST_CASE("MoE FLOPs: a capacity below 1 drops tokens from both counts; padding above 1 is hardware FLOPs only",
+          "[moe]")
+{
+  const nlohmann::json base = moe_like(2, 4, 1, 1);
+  auto flops = [&](double capacity) {
+    nlohmann::json d                    = base;
+    d["model"]["moe_capacity_factor"] = capacity;
+    const Scenario s                    = scenario_from_json(d);
+    return std::pair{model_flops_per_step(s), hardware_flops_per_step(s)};
+  };
+  const auto half = flops(0.5), one = flops(1.0), padded = flops(1.5);
+  CHECK(padded.first == Approx(one.first).epsilon(1e-12)); // padding computes no model FLOPs
+  CHECK(half.first < one.first);
+  CHECK(one.first - half.first == Approx(2 * (one.first - flops(0.75).first))); // linear in the tokens kept
+  // The hardware runs what the experts' GEMMs are sized for: linear in the capacity on both sides of 1.
+  CHECK(padded.second - one.second == Approx(one.second - half.second));
+}
+
+TEST_CASE("MFU and HFU stay at most 1 when a capacity factor drops tokens", "[moe]")
+{
+  const std::string out = testing::write_temp_file("moe-capacity.json", "");
+  const auto result     = testing::run_stepsim(std::string("run ") + STEPSIM_SOURCE_DIR +
+                                           "/configs/scenarios/mixtral-8x7b-ep.json --set model.moe_capacity_factor=0.25 "
+                                           "--quiet --json " +
+                                           out);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  const auto r = nlohmann::json::parse(testing::read_text_file(out));
+  CHECK(r["mfu"].get<double>() <= 1.0);
+  CHECK(r["hfu"].get<double>() <= 1.0);
+  CHECK(r["mfu"].get<double>() > 0);
+}

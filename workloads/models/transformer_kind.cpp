@@ -40,12 +40,16 @@ double layer_activation_bytes(const Scenario& s)
 
 namespace {
 
-double forward_flops_per_token(const ModelSpec& m, double seq)
+// `expert_share`: of the top_k expert passes per token, the share the experts run. Model FLOPs
+// count min(1, capacity factor) (Megatron's count: no capacity padding, no router; a capacity
+// below 1 drops the overflowing tokens, which are then not computed); hardware FLOPs count the
+// capacity factor itself, padding included, as the experts' GEMMs are sized (moe.hpp).
+double forward_flops_per_token(const ModelSpec& m, double seq, double expert_share)
 {
   double h      = m.hidden_size;
   double kv     = h / m.num_attention_heads * m.num_query_groups;
-  // A MoE token runs through top_k experts (Megatron's count: no capacity padding, no router).
-  double mlp    = is_moe(m) ? (m.mlp == "swiglu" ? 3.0 : 2.0) * h * expert_ffn_hidden_size(m) * m.moe_top_k
+  double mlp    = is_moe(m) ? (m.mlp == "swiglu" ? 3.0 : 2.0) * h * expert_ffn_hidden_size(m) * m.moe_top_k *
+                                  expert_share
                             : (m.mlp == "swiglu" ? 3.0 : 2.0) * h * m.ffn_hidden_size;
   double layer  = 2.0 * (h * (h + 2 * kv) + h * h + mlp) + 4.0 * seq * h;
   return m.num_layers * layer + 2.0 * h * m.vocab_size;
@@ -117,6 +121,10 @@ public:
   else if (m.num_query_groups > 0 && m.num_attention_heads % m.num_query_groups != 0)
     r.problems().add(r.path_of("num_query_groups"), fmt::format("num_attention_heads {} is not divisible by {}",
                                                                  m.num_attention_heads, m.num_query_groups));
+  // Expert fields mean nothing to a dense model: a scenario that gives them meant a MoE.
+  for (const char* key : {"moe_top_k", "moe_capacity_factor", "moe_ffn_hidden_size"})
+    if (m.num_experts == 0 && r.has(key))
+      r.problems().add(r.path_of(key), "needs a mixture-of-experts model: model.num_experts is 0");
   if (m.num_experts > 0 && m.moe_top_k > m.num_experts)
     r.problems().add(r.path_of("moe_top_k"), fmt::format("{} is more than num_experts {}", m.moe_top_k, m.num_experts));
   else if (m.num_experts > 0 && m.moe_capacity_factor * m.moe_top_k > m.num_experts)
@@ -143,13 +151,14 @@ public:
   double model_flops_per_step(const Scenario& s) const override
   {
     double tokens = double(s.training.global_batch_size) * s.model.seq_length;
-    return 3.0 * tokens * forward_flops_per_token(s.model, s.model.seq_length);
+    const double experts_run = std::min(1.0, s.model.moe_capacity_factor);
+    return 3.0 * tokens * forward_flops_per_token(s.model, s.model.seq_length, experts_run);
   }
 
   double hardware_flops_per_step(const Scenario& s) const override
   {
     double tokens  = double(s.training.global_batch_size) * s.model.seq_length;
-    double forward = tokens * forward_flops_per_token(s.model, s.model.seq_length);
+    double forward = tokens * forward_flops_per_token(s.model, s.model.seq_length, s.model.moe_capacity_factor);
     if (s.training.recompute == "full")
       return 4.0 * forward - tokens * 2.0 * s.model.hidden_size * s.model.vocab_size; // the head is not recomputed
     if (s.training.recompute == "selective")

@@ -7,22 +7,17 @@
 namespace stepsim {
 namespace {
 
-FrameworkProfile deepspeed_megatron()
-{
-  FrameworkProfile p;
-  p.attention           = "standard";
-  p.overlap_grad_reduce = false;
-  p.bucket_parameters   = 5e8;
-  p.context_bytes       = frameworks::kPyTorchCudaContextBytes;
-  p.sources = {"overlap_grad_reduce, bucket: deepspeed/runtime/zero/config.py (overlap_comm defaults to stage == 3; "
-               "reduce_bucket_size 5e8 elements)",
-               "attention: megatron/model/fused_softmax.py in Megatron-DeepSpeed (FusedScaleMaskSoftmax)"};
-  return p;
-}
-
 const bool registered = FrameworkRegistry::add(
     "deepspeed-megatron", "Megatron-DeepSpeed: DeepSpeed pipeline and ZeRO 1/2, gradients reduced after backward",
-    deepspeed_megatron());
+    FrameworkProfile{
+        .attention = "standard",
+        .overlap_grad_reduce = false,
+        .bucket_parameters = 5e8,
+        .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        .sources = {"overlap_grad_reduce, bucket: deepspeed/runtime/zero/config.py (overlap_comm defaults to "
+                    "stage == 3; "
+                    "reduce_bucket_size 5e8 elements)",
+                    "attention: megatron/model/fused_softmax.py in Megatron-DeepSpeed (FusedScaleMaskSoftmax)"}});
 
 } // namespace
 } // namespace stepsim

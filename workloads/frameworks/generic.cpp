@@ -7,21 +7,16 @@
 namespace stepsim {
 namespace {
 
-FrameworkProfile generic()
-{
-  FrameworkProfile p;
-  p.attention           = "flash";
-  p.overlap_grad_reduce = true;
-  p.bucket_bytes        = 100e6; // stepsim's bucket before profiles: 25e6 fp32 gradients
-  p.context_bytes       = frameworks::kPyTorchCudaContextBytes;
-  p.sources = {"overlap_grad_reduce, bucket: torch/nn/parallel/distributed.py (DistributedDataParallel, "
-               "buckets reduced from autograd hooks during backward)",
-               "attention: torch.nn.functional.scaled_dot_product_attention (fused kernels)"};
-  return p;
-}
-
 const bool registered = FrameworkRegistry::add(
-    kDefaultFramework, "PyTorch defaults: fused attention, DDP buckets reduced during backward", generic());
+    kDefaultFramework, "PyTorch defaults: fused attention, DDP buckets reduced during backward",
+    FrameworkProfile{
+        .attention = "flash",
+        .overlap_grad_reduce = true,
+        .bucket_bytes = 100e6, // stepsim's bucket before profiles: 25e6 fp32 gradients
+        .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        .sources = {"overlap_grad_reduce, bucket: torch/nn/parallel/distributed.py (DistributedDataParallel, "
+                    "buckets reduced from autograd hooks during backward)",
+                    "attention: torch.nn.functional.scaled_dot_product_attention (fused kernels)"}});
 
 } // namespace
 } // namespace stepsim

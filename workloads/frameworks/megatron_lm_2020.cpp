@@ -6,23 +6,17 @@
 namespace stepsim {
 namespace {
 
-FrameworkProfile megatron_lm_2020()
-{
-  FrameworkProfile p;
-  p.attention           = "standard";
-  p.overlap_grad_reduce = false;
-  p.bucket_parameters   = 0; // one flat buffer of all gradients
-  p.context_bytes       = frameworks::kPyTorchCudaContextBytes;
-  p.sources = {"overlap_grad_reduce, bucket: megatron/model/distributed.py (DistributedDataParallel with "
-               "--DDP-impl local: allreduce_gradients() over one contiguous buffer, called by train_step after "
-               "backward), Megatron-LM v2.x",
-               "attention: megatron/model/fused_softmax.py (FusedScaleMaskSoftmax; scores materialised)"};
-  return p;
-}
-
 const bool registered = FrameworkRegistry::add(
     "megatron-lm-2020", "Megatron-LM v2 (2020 README runs): gradients all-reduced after backward, unfused attention",
-    megatron_lm_2020());
+    FrameworkProfile{
+        .attention = "standard",
+        .overlap_grad_reduce = false,
+        .bucket_parameters = 0, // one flat buffer of all gradients
+        .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        .sources = {"overlap_grad_reduce, bucket: megatron/model/distributed.py (DistributedDataParallel with "
+                    "--DDP-impl local: allreduce_gradients() over one contiguous buffer, called by train_step after "
+                    "backward), Megatron-LM v2.x",
+                    "attention: megatron/model/fused_softmax.py (FusedScaleMaskSoftmax; scores materialised)"}});
 
 } // namespace
 } // namespace stepsim

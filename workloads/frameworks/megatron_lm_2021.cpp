@@ -7,22 +7,16 @@
 namespace stepsim {
 namespace {
 
-FrameworkProfile megatron_lm_2021()
-{
-  FrameworkProfile p;
-  p.attention           = "standard";
-  p.overlap_grad_reduce = false;
-  p.bucket_parameters   = 0;
-  p.context_bytes       = frameworks::kPyTorchCudaContextBytes;
-  p.sources = {"overlap_grad_reduce, bucket: megatron/model/distributed.py (--DDP-impl local, "
-               "allreduce_gradients() after backward), examples/sc21/CONFIG.sh at 6985e58",
-               "attention: megatron/model/fused_softmax.py (FusedScaleMaskSoftmax)"};
-  return p;
-}
-
 const bool registered = FrameworkRegistry::add(
     "megatron-lm-2021", "Megatron-LM as in SC'21: gradients all-reduced after backward, unfused attention",
-    megatron_lm_2021());
+    FrameworkProfile{
+        .attention = "standard",
+        .overlap_grad_reduce = false,
+        .bucket_parameters = 0,
+        .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        .sources = {"overlap_grad_reduce, bucket: megatron/model/distributed.py (--DDP-impl local, "
+                    "allreduce_gradients() after backward), examples/sc21/CONFIG.sh at 6985e58",
+                    "attention: megatron/model/fused_softmax.py (FusedScaleMaskSoftmax)"}});
 
 } // namespace
 } // namespace stepsim

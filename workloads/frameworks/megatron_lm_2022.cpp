@@ -6,22 +6,17 @@
 namespace stepsim {
 namespace {
 
-FrameworkProfile megatron_lm_2022()
-{
-  FrameworkProfile p;
-  p.attention           = "standard";
-  p.overlap_grad_reduce = false;
-  p.bucket_parameters   = 0;
-  p.context_bytes       = frameworks::kPyTorchCudaContextBytes;
-  p.sources = {"attention: megatron/model/transformer.py (CoreAttention with FusedScaleMaskSoftmax; "
-               "--recompute-granularity selective recomputes it), Megatron-LM v3.0",
-               "overlap_grad_reduce: megatron/model/distributed.py (allreduce_gradients() after backward)"};
-  return p;
-}
-
 const bool registered = FrameworkRegistry::add(
-    "megatron-lm-2022", "Megatron-LM 3 (Korthikanti 2022): sequence parallel and selective recompute, unfused attention",
-    megatron_lm_2022());
+    "megatron-lm-2022", "Megatron-LM 3 (Korthikanti 2022): sequence parallel and selective recompute, unfused "
+    "attention",
+    FrameworkProfile{
+        .attention = "standard",
+        .overlap_grad_reduce = false,
+        .bucket_parameters = 0,
+        .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        .sources = {"attention: megatron/model/transformer.py (CoreAttention with FusedScaleMaskSoftmax; "
+                    "--recompute-granularity selective recomputes it), Megatron-LM v3.0",
+                    "overlap_grad_reduce: megatron/model/distributed.py (allreduce_gradients() after backward)"}});
 
 } // namespace
 } // namespace stepsim

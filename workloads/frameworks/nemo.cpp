@@ -7,24 +7,18 @@
 namespace stepsim {
 namespace {
 
-FrameworkProfile nemo()
-{
-  FrameworkProfile p;
-  p.attention                  = "flash";
-  p.overlap_grad_reduce        = true;
-  p.bucket_parameters          = 40e6;
-  p.bucket_parameters_per_rank = 1e6;
-  p.context_bytes              = frameworks::kPyTorchCudaContextBytes;
-  p.sources = {"overlap_grad_reduce: NeMo's megatron_gpt_config.yaml (overlap_grad_sync True with the distributed "
-               "optimizer)",
-               "bucket: megatron/core/distributed/distributed_data_parallel_config.py (bucket_size default)",
-               "attention: Transformer Engine fused attention"};
-  return p;
-}
-
-const bool registered =
-    FrameworkRegistry::add("nemo", "NVIDIA NeMo on Megatron-Core: fused attention, gradients reduced during backward",
-                           nemo());
+const bool registered = FrameworkRegistry::add(
+    "nemo", "NVIDIA NeMo on Megatron-Core: fused attention, gradients reduced during backward",
+    FrameworkProfile{
+        .attention = "flash",
+        .overlap_grad_reduce = true,
+        .bucket_parameters = 40e6,
+        .bucket_parameters_per_rank = 1e6,
+        .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        .sources = {"overlap_grad_reduce: NeMo's megatron_gpt_config.yaml (overlap_grad_sync True with the distributed "
+                    "optimizer)",
+                    "bucket: megatron/core/distributed/distributed_data_parallel_config.py (bucket_size default)",
+                    "attention: Transformer Engine fused attention"}});
 
 } // namespace
 } // namespace stepsim

@@ -6,20 +6,15 @@
 namespace stepsim {
 namespace {
 
-FrameworkProfile torchgpipe()
-{
-  FrameworkProfile p;
-  p.attention           = "standard";
-  p.overlap_grad_reduce = true;
-  p.bucket_bytes        = 25e6; // DDP's bucket_cap_mb
-  p.context_bytes       = frameworks::kPyTorchCudaContextBytes;
-  p.sources = {"torchgpipe/gpipe.py (GPipe: partitions of an nn.Sequential, checkpoint='except_last'); data "
-               "parallelism, if any, is PyTorch DDP's (torch/nn/parallel/distributed.py, bucket_cap_mb=25)"};
-  return p;
-}
-
-const bool registered =
-    FrameworkRegistry::add("torchgpipe", "torchgpipe: GPipe over nn.Sequential partitions on one host", torchgpipe());
+const bool registered = FrameworkRegistry::add(
+    "torchgpipe", "torchgpipe: GPipe over nn.Sequential partitions on one host",
+    FrameworkProfile{
+        .attention = "standard",
+        .overlap_grad_reduce = true,
+        .bucket_bytes = 25e6, // DDP's bucket_cap_mb
+        .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        .sources = {"torchgpipe/gpipe.py (GPipe: partitions of an nn.Sequential, checkpoint='except_last'); data "
+                    "parallelism, if any, is PyTorch DDP's (torch/nn/parallel/distributed.py, bucket_cap_mb=25)"}});
 
 } // namespace
 } // namespace stepsim

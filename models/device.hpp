@@ -49,8 +49,18 @@ struct Device {
   double tdp_w  = 0;
   double idle_w = 0;
   DeviceCalibration calibration;
+  // Precisions the device has no units for but its software runs anyway, each at the rate of
+  // a precision it does have (bf16 on a V100 runs on the CUDA cores, at the fp32 rate). Only
+  // what the device file states: a precision neither native nor listed is refused.
+  std::map<std::string, std::string> emulated;
 
-  // Peak FLOP/s at a precision; tf32 falls back to fp32 and fp8 to fp16 where a device lacks them.
+  // Whether the device runs a precision natively (a peak in its file) or by emulation.
+  bool runs(const std::string& precision) const;
+  // What it runs, for messages: "fp32, fp16 and bf16 (emulated at the fp32 rate)".
+  std::string precisions_run() const;
+  // Peak FLOP/s at a precision the device runs (an emulated one at its stand-in's rate); where it
+  // runs neither, the next precision it has (only for internal callers such as FlashAttention's
+  // bf16 inside an fp8 run: scenarios are checked with runs() first).
   double peak(const std::string& precision) const;
 };
 

@@ -56,6 +56,7 @@ private:
     bool exposed = false;
     size_t slot  = 0;
     std::vector<std::pair<double, double>> rates;
+    double launched_flops = 0; // the amount its current Exec was launched with
   };
 
   // Stragglers' slowdown and jitter of a compute task.

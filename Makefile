@@ -49,16 +49,29 @@ sanitize: deps
 	cmake --build build/sanitize -j $(JOBS)
 	cd build/sanitize && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS)
 
-# libFuzzer on the scenario parser, validation, memory model and lowering (tests/fuzz/README.md).
+# libFuzzer on each input a user hands stepsim (tests/fuzz/README.md): FUZZ_TARGET=scenario (the
+# parser, validation, memory model and lowering), sweep (sweep files), results (sweep journals
+# and shards) or hf_config (HuggingFace configs); FUZZ_TARGET=all runs each in turn.
 # clang and its runtime are installed here only, not by the default deps.
+FUZZ_TARGET ?= scenario
+FUZZ_SEEDS_scenario  = configs/scenarios tests/bad_inputs
+FUZZ_SEEDS_sweep     = configs/sweeps
+FUZZ_SEEDS_results   = tests/fuzz/results_seeds
+FUZZ_SEEDS_hf_config = configs/models tests/bad_inputs/hf_configs
+FUZZ_ALL = scenario sweep results hf_config
+
 fuzz: deps
 	@bash tools/install_deps.sh clang libclang-rt-14-dev
 	CC=clang CXX=clang++ cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSIM_FUZZ=ON -DBUILD_TESTING=OFF
-	cmake --build build/fuzz -j $(JOBS) --target stepsim_fuzz_scenario
-	mkdir -p build/fuzz/corpus build/fuzz/findings
-	build/fuzz/tests/fuzz/stepsim_fuzz_scenario build/fuzz/corpus configs/scenarios tests/bad_inputs \
-	    -dict=tests/fuzz/scenario.dict -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
-	    -artifact_prefix=build/fuzz/findings/
+	@for t in $(if $(filter all,$(FUZZ_TARGET)),$(FUZZ_ALL),$(FUZZ_TARGET)); do \
+	  cmake --build build/fuzz -j $(JOBS) --target stepsim_fuzz_$$t || exit 1; \
+	  mkdir -p build/fuzz/corpus/$$t build/fuzz/findings/$$t; \
+	  seeds="$(FUZZ_SEEDS_scenario)"; dict=""; \
+	  case $$t in sweep) seeds="$(FUZZ_SEEDS_sweep)";; results) seeds="$(FUZZ_SEEDS_results)";; \
+	    hf_config) seeds="$(FUZZ_SEEDS_hf_config)";; scenario) dict="-dict=tests/fuzz/scenario.dict";; esac; \
+	  build/fuzz/tests/fuzz/stepsim_fuzz_$$t build/fuzz/corpus/$$t $$seeds $$dict -max_total_time=$(FUZZ_SECONDS) \
+	    -rss_limit_mb=2048 -timeout=10 -artifact_prefix=build/fuzz/findings/$$t/ || exit 1; \
+	done
 
 clean:
 	rm -rf build

@@ -136,7 +136,9 @@ Report simulate(const Scenario& s, Timeline* timeline, int link_count)
     timeline->schedule      = s.parallelism.schedule;
     timeline->micro_batches = job.analytic.micro_batches;
   }
-  return step_report(s, job, workload, step, link_count);
+  Report report = step_report(s, job, workload, step, link_count);
+  check_step_bounds(s, report);
+  return report;
 }
 
 } // namespace stepsim

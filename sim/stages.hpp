@@ -54,4 +54,8 @@ StepReplay replay_step(const Scenario& s, const JobPlan& job, const Workload& wo
 Report step_report(const Scenario& s, const JobPlan& job, const Workload& workload, const StepReplay& step,
                    int link_count);
 
+// A report whose step lasts beyond any training run, or with no throughput, is no prediction:
+// throws InputError naming the input that made the step that long (sim/step_bounds.cpp).
+void check_step_bounds(const Scenario& s, const Report& r);
+
 } // namespace stepsim

@@ -92,3 +92,21 @@ TEST_CASE("kernel model: a large GEMM runs at the calibrated efficiency; a small
   CHECK(gemm_seconds(d, m, n, k, "fp32") / fp32_common == Approx(2.0).epsilon(0.01));
   CHECK(gemm_seconds(d, m, n, k, "tf32") == tf32_common);
 }
+
+TEST_CASE("A device runs the precisions its file gives a peak for, and the emulations it states", "[device]")
+{
+  // bf16 on Volta runs on the CUDA cores, at the fp32 rate, as configs/devices/V100-SXM2-32GB.json states.
+  const Device v100 = load_device("V100-SXM2-32GB", "gpu");
+  CHECK(v100.runs("bf16"));
+  CHECK(v100.peak("bf16") == v100.peak("fp32"));
+  CHECK(v100.peak("fp16") > v100.peak("bf16"));
+  CHECK_FALSE(v100.runs("fp8"));
+  CHECK_FALSE(v100.runs("tf32"));
+  CHECK(v100.precisions_run() == "fp32, fp16 and bf16 (emulated at the fp32 rate)");
+  const Device a100 = load_device("A100-SXM4-80GB", "gpu");
+  CHECK_FALSE(a100.runs("fp8"));
+  CHECK(a100.emulated.empty());
+  const Device h100 = load_device("H100-SXM", "gpu");
+  for (const char* p : {"fp32", "tf32", "fp16", "bf16", "fp8"})
+    CHECK(h100.runs(p));
+}

@@ -5,7 +5,13 @@
 
 namespace stepsim::limits {
 
-constexpr long long kMaxGpus        = 1LL << 20; // GPUs of a platform, and each parallel degree
+constexpr long long kMaxGpus        = 1LL << 20; // each parallel degree and node group count (int-safe)
+// GPUs of one platform: 65,536, four times the largest job users plan (16,384). Building the
+// SimGrid platform grows with the square of its links (SimGrid 3.32 checks each new link's name
+// against every link made before, NetZoneImpl::get_link_by_name_or_null): 32,768 GPUs ran in 19 s
+// and 65,536 in 92 s here (`make bench` times the bound), while 131,072 took 66 s on a faster
+// machine and 2^20 did not end in 15 minutes (issue 23).
+constexpr long long kMaxPlatformGpus = 1LL << 16;
 constexpr long long kMaxWidth       = 1LL << 20; // hidden, FFN, heads
 constexpr long long kMaxLayers      = 1LL << 16;
 constexpr long long kMaxTokens      = 1LL << 24; // sequence length, vocabulary
@@ -14,9 +20,11 @@ constexpr long long kMaxGpusPerNode = 1LL << 10;
 constexpr double kMaxParameters     = 1e15;      // a thousand times the largest published models
 constexpr double kMaxBucketBytes    = 1LL << 50; // 1 PiB
 constexpr double kMaxMicroBatchTokens = 1LL << 31;
-// The lowering builds about a dozen tasks per (simulated rank, micro-batch, layer); beyond this
-// many triples the graphs would need tens of GB.
-constexpr double kMaxLayerPasses = 4e6;
+// The lowering builds about a dozen tasks per (simulated rank, micro-batch, layer), about 3.8 kB
+// of task graph in all: 1,008 layers x 992 micro-batches (1e6 triples) took 3.8 GB and 28 s here.
+// Half a million keeps a run under 2 GB, and is still three times GPT-3 on one 16-stage pipeline
+// with no data parallelism (96 layers x 1,536 micro-batches).
+constexpr double kMaxLayerPasses = 5e5;
 // The replay engine numbers the messages across one stage boundary (micro-batch × virtual stage,
 // forward and backward) in 20 bits.
 constexpr double kMaxPipelineMessages = 1LL << 19;

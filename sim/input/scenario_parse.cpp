@@ -219,8 +219,9 @@ void check_shapes(const Scenario& s, const ModelHooks& model, Problems& problems
   long long gpus          = 0;
   for (const auto& g : s.platform.node_groups)
     gpus += 1LL * g.count * g.gpus_per_node;
-  if (gpus > kMaxGpus)
-    problems.add("platform.node_groups", fmt::format("{} GPUs in all, more than the {} stepsim simulates", gpus, kMaxGpus));
+  if (gpus > kMaxPlatformGpus)
+    problems.add("platform.node_groups",
+                 fmt::format("{} GPUs in all, more than the {} stepsim simulates in reasonable time", gpus, kMaxPlatformGpus));
   else if (gpus > 0 && degrees != gpus)
     problems.add("parallelism.tensor",
                  fmt::format("{} × pipeline {} × data {}{} = {} GPUs, but the platform has {}", p.tensor, p.pipeline,

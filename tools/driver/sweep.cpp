@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <sstream>
 
 namespace stepsim {
 
@@ -340,6 +341,29 @@ std::string sweep_jsonl(const std::vector<nlohmann::json>& results)
   std::string out;
   for (const auto& r : results)
     out += r.dump() + "\n";
+  return out;
+}
+
+std::vector<nlohmann::json> result_lines(const std::string& text, const std::string& file, std::string digest)
+{
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  std::string line;
+  for (size_t number = 1; std::getline(in, line); ++number) {
+    if (line.empty())
+      continue;
+    auto j              = nlohmann::json::parse(line, nullptr, false);
+    std::string problem = j.is_discarded() ? "expected a sweep result line, got malformed JSON" : result_line_problem(j);
+    if (!problem.empty())
+      throw InputError({fmt::format("{}:{}: {}", file, number, problem)});
+    if (digest.empty())
+      digest = j["sweep_digest"];
+    if (j["sweep_digest"] != digest)
+      throw InputError({fmt::format("{}:{}: written by another sweep, or by this one before its sweep file or base "
+                                    "scenario changed (digest {}, expected {})",
+                                    file, number, j["sweep_digest"].get<std::string>(), digest)});
+    out.push_back(std::move(j));
+  }
   return out;
 }
 

@@ -59,6 +59,11 @@ nlohmann::json evaluate_point(const Sweep& sweep, size_t index, bool allow_oom);
 // inside the sweep, a report that reads back); "" when nothing is.
 std::string result_line_problem(const nlohmann::json& line);
 
+// The result lines of `text` (one per line), each checked: a line that is not one, or one of
+// another sweep than `digest` (any sweep's when empty, then the first line's), is an InputError
+// naming FILE:LINE. Journals and shards are read through it.
+std::vector<nlohmann::json> result_lines(const std::string& text, const std::string& file, std::string digest);
+
 // CSV of results in point order: point, the axes, status, reason, then every report column that
 // any row has (in the order rows first show them). Equal inputs give equal bytes.
 std::string sweep_csv(const std::vector<std::string>& axes, const std::vector<nlohmann::json>& results);

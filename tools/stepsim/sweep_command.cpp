@@ -82,32 +82,6 @@ std::pair<size_t, size_t> parse_shard(const std::string& text)
   return {k, n};
 }
 
-// The result lines of `text` (one per line), each checked: a line that is not one, or one of
-// another sweep than `digest` (any sweep's when empty, then the first line's), is an error naming
-// FILE:LINE.
-std::vector<nlohmann::json> result_lines(const std::string& text, const std::string& file, std::string digest)
-{
-  std::vector<nlohmann::json> out;
-  std::istringstream in(text);
-  std::string line;
-  for (size_t number = 1; std::getline(in, line); ++number) {
-    if (line.empty())
-      continue;
-    auto j              = nlohmann::json::parse(line, nullptr, false);
-    std::string problem = j.is_discarded() ? "expected a sweep result line, got malformed JSON" : result_line_problem(j);
-    if (!problem.empty())
-      throw InputError({fmt::format("{}:{}: {}", file, number, problem)});
-    if (digest.empty())
-      digest = j["sweep_digest"];
-    if (j["sweep_digest"] != digest)
-      throw InputError({fmt::format("{}:{}: written by another sweep, or by this one before its sweep file or base "
-                                    "scenario changed (digest {}, expected {})",
-                                    file, number, j["sweep_digest"].get<std::string>(), digest)});
-    out.push_back(std::move(j));
-  }
-  return out;
-}
-
 // The journal of an earlier run of this sweep. What an interruption leaves after its last
 // newline is a torn line: it is cut away, so that the lines appended next start on a line of
 // their own instead of joining it into invalid JSON mid-file.

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <set>
 
 namespace stepsim {
 
@@ -85,7 +86,34 @@ ModelSpec import_hf_config(const nlohmann::json& c)
     m.mlp                 = "swiglu";
     m.norm                = "rmsnorm";
     m.tied_embeddings     = get_bool(c, "tie_word_embeddings", problems, false);
-    if (c.contains("num_local_experts") || c.contains("num_experts")) {
+    // The MLP is gated (SwiGLU); the activation inside it has the FLOPs of any other, but a name
+    // HuggingFace does not know is a config that would not load (transformers/activations.py,
+    // ACT2CLS).
+    static const std::set<std::string> activations = {
+        "gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh", "gelu_accurate", "laplace",
+        "leaky_relu", "linear", "mish", "quick_gelu", "relu", "relu2", "relu6", "sigmoid", "silu", "swish", "tanh",
+        "prelu", "xielu"};
+    const std::string act = get_text(c, "hidden_act", problems, "silu");
+    if (!activations.count(act))
+      problems.add("hidden_act", fmt::format("\"{}\" is no activation HuggingFace knows (transformers/activations.py); "
+                                             "expected e.g. \"silu\"", act));
+    // The transformer kind takes the head dimension as hidden_size / num_attention_heads; a
+    // config that sets another (Qwen3-0.6B: 1024 / 16 heads, head_dim 128) would be costed wrong.
+    if (c.contains("head_dim") && !c["head_dim"].is_null() && m.num_attention_heads > 0) {
+      const int head_dim = get_int(c, "head_dim", problems);
+      if (head_dim > 0 && 1LL * head_dim * m.num_attention_heads != m.hidden_size)
+        problems.add("head_dim", fmt::format("{} differs from hidden_size / num_attention_heads = {} / {}, the head "
+                                             "dimension stepsim's transformer assumes; give the model's shape in "
+                                             "the scenario instead",
+                                             head_dim, m.hidden_size, m.num_attention_heads));
+    }
+    const bool moe_type = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe";
+    for (const char* key : {"num_local_experts", "num_experts"})
+      if (!moe_type && c.contains(key) && !c[key].is_null())
+        problems.add(key, fmt::format("a {} config has no experts (HuggingFace's {} model ignores the field); a "
+                                      "mixture of experts is model_type \"mixtral\", \"qwen2_moe\" or \"qwen3_moe\"",
+                                      type, type));
+    if (moe_type && (c.contains("num_local_experts") || c.contains("num_experts"))) {
       m.num_experts = get_int(c, c.contains("num_local_experts") ? "num_local_experts" : "num_experts", problems);
       m.moe_top_k   = get_int(c, "num_experts_per_tok", problems, 2);
       if (c.contains("moe_intermediate_size"))

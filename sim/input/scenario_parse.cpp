@@ -275,6 +275,12 @@ void check_shapes(const Scenario& s, const ModelHooks& model, Problems& problems
   if (m.seq_length > 0 && m.seq_length % p.context != 0)
     problems.add("parallelism.context",
                  fmt::format("model.seq_length {} is not divisible by context {}", m.seq_length, p.context));
+  // Sequence parallelism splits the tensor-parallel group's activations; with no such group it is
+  // nothing (Megatron-LM turns it off with a warning: megatron/training/arguments.py,
+  // validate_args, "Disabling sequence parallelism because tensor model parallelism is disabled").
+  if (p.sequence_parallel && p.tensor == 1)
+    problems.add("parallelism.sequence_parallel", "true needs parallelism.tensor above 1: it splits the "
+                                                  "tensor-parallel group's activations, and tensor is 1");
   if (p.sequence_parallel && m.seq_length > 0 && m.seq_length % p.tensor != 0)
     problems.add("parallelism.sequence_parallel",
                  fmt::format("model.seq_length {} is not divisible by tensor {}", m.seq_length, p.tensor));

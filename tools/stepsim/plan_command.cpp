@@ -1,6 +1,7 @@
 // `stepsim plan FILE`: the best parallel configurations of a model on a platform (see
 // tools/driver/plan.hpp).
 #include "sim/input/json_reader.hpp"
+#include "sim/input/limits.hpp"
 #include "tools/driver/plan.hpp"
 #include "sim/core/input_error.hpp"
 #include "tools/stepsim/command.hpp"
@@ -64,7 +65,7 @@ std::function<int()> setup(CLI::App& sub)
   auto o = std::make_shared<PlanCommandOptions>();
   sub.add_option("FILE", o->file, "scenario JSON file: the model, platform and global batch to plan for")->required();
   sub.add_option("--gpus", o->plan.gpus, "GPUs to plan for (default: the platform's); whole nodes")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(CLI::Range(1LL, limits::kMaxPlatformGpus));
   sub.add_option("--top", o->top, "configurations to print (default 10)")->check(CLI::Range(1, 1000));
   sub.add_option("--simulate", o->plan.simulate,
                  "simulate this many of the best-estimated candidates (default 32; 0 = every valid one)")

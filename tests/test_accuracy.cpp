@@ -1,8 +1,8 @@
 // Accuracy regression: every published case in configs/validation/ is simulated and compared with
 // its measurement (`stepsim accuracy`). The 19 cases the calibration was fitted on (Megatron-LM
 // 2020 README, SC'21 Table 1, torchgpipe) must stay within one point of the MAPE they reached and
-// within 20% each; all 38 within one point of the MAPE measured when the other 19 were added,
-// which is not yet the 5% issue 16 asks for (README, "Accuracy").
+// within 20% each; all 38 within one point of the MAPE they reach now, which is not yet the 5%
+// issue 16 asks for (README, "Accuracy").
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,11 +16,13 @@
 namespace {
 
 // `stepsim accuracy` with the shipped calibrations: 3.2% over the fitted cases (the bound keeps the
-// 3.4% they were fitted to), 7.7% over all 38, worst +44.0% (MPT-7B on 8 H100).
+// 3.4% they were fitted to), 6.9% over all 38 since DeepSpeed's blocking sends and gradient
+// accumulation, Megatron-Core's tensor-parallel overlap and the H100 figure fitted on its runs;
+// worst +41.0% (DeepSpeed ZeRO-3, SC'21 Table 2).
 constexpr double kReachedMapePct    = 3.4;
 constexpr double kWorstCaseLimitPct = 20.0;
-constexpr double kReachedAllMapePct = 7.7;
-constexpr double kWorstAllLimitPct  = 45.0;
+constexpr double kReachedAllMapePct = 6.9;
+constexpr double kWorstAllLimitPct  = 42.0;
 
 bool fitted(const std::string& id)
 {
@@ -101,4 +103,34 @@ TEST_CASE("accuracy: a case without a measurement is an input error naming the p
   auto result = stepsim::testing::run_stepsim("accuracy --quiet " + folder.string());
   CHECK(result.exit_code == 2);
   CHECK(result.output.find("validation.measured") != std::string::npos);
+}
+
+TEST_CASE("accuracy: --leave-out reports a source's cases as held out, and refuses a source no case names",
+          "[accuracy]")
+{
+  std::string out = stepsim::testing::write_temp_file("accuracy-leave-out.json", "");
+  auto result     = stepsim::testing::run_stepsim("accuracy --quiet --leave-out korthikanti --leave-out mtnlg --json " + out);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json r = nlohmann::json::parse(text.str());
+  double held = 0, kept = 0;
+  int held_cases = 0;
+  for (const auto& c : r["cases"]) {
+    const std::string id = c["case"].get<std::string>();
+    const bool out_of_fit = id.rfind("korthikanti2022_", 0) == 0 || id.rfind("mtnlg", 0) == 0;
+    (out_of_fit ? held : kept) += std::abs(c["error_pct"].get<double>());
+    held_cases += out_of_fit ? 1 : 0;
+  }
+  REQUIRE(held_cases == 5);
+  CHECK(r["left_out"]["cases"].get<int>() == 5);
+  CHECK(r["left_out"]["kept_cases"].get<int>() == 33);
+  CHECK(r["left_out"]["mape_pct"].get<double>() == Approx(held / 5));
+  CHECK(r["left_out"]["kept_mape_pct"].get<double>() == Approx(kept / 33));
+  CHECK_FALSE(r["left_out"]["refitted"].get<bool>());
+  auto bad = stepsim::testing::run_stepsim("accuracy --quiet --leave-out no-such-source");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("no-such-source") != std::string::npos);
 }

@@ -9,6 +9,7 @@
 #include "workloads/models/moe.hpp"
 #include "workloads/schedules/schedule.hpp"
 #include "workloads/models/transformer.hpp"
+#include "sim/core/framework.hpp"
 
 #include <fmt/format.h>
 
@@ -22,8 +23,12 @@ namespace {
 class Lowering {
 public:
   explicit Lowering(const Scenario& s)
-      : s_(s), layout_(s.parallelism), p_(s.parallelism.pipeline), v_(s.parallelism.virtual_stages)
+      : s_(s), framework_(FrameworkRegistry::get(s.training.framework, "training.framework")), layout_(s.parallelism),
+        p_(s.parallelism.pipeline), v_(s.parallelism.virtual_stages)
   {
+    for (const auto& [precision, bytes] : framework_.gradient_accumulation_bytes_per_parameter)
+      if (precision == s.training.precision)
+        accumulation_bytes_per_parameter_ = bytes;
     w_.world_size = layout_.world_size();
     w_.stages     = p_;
     // The model's kind plans its blocks and adds their works (workloads/models/model_kind.hpp).
@@ -106,7 +111,20 @@ private:
   // --- tasks --------------------------------------------------------------------------------
   TaskId compute(int work, Pass pass, const PipeOp& op, TaskId after)
   {
-    return builder_->add(compute_task(work, pass, op.micro_batch, op.chunk), after);
+    const TaskId id = builder_->add(compute_task(work, pass, op.micro_batch, op.chunk), after);
+    if (blocking_send_ != ProgramBuilder::kNone) { // the framework's send returned only once it was done
+      builder_->depends(id, blocking_send_);
+      blocking_send_ = ProgramBuilder::kNone;
+    }
+    return id;
+  }
+
+  // A pipeline send; with a framework whose send blocks, the rank's next compute waits for it.
+  void send(Stream stream, int peer, int tag, double bytes, Pass pass, const PipeOp& op, TaskId after)
+  {
+    const TaskId id = point_to_point(TaskKind::Send, stream, peer, tag, bytes, pass, op, after);
+    if (framework_.pipeline_send_blocks_compute)
+      blocking_send_ = id;
   }
 
   TaskId collective(Stream stream, CollectiveOp op, int group_id, double bytes, Pass pass, const PipeOp& pipe_op,
@@ -135,6 +153,8 @@ private:
     const bool tp = layout_.tensor > 1;
     const bool sp = s_.parallelism.sequence_parallel;
     const double bytes = activation_bytes(s_);
+    if (tp && sp && kind == BlockKind::Dense && framework_.tensor_comm_overlap)
+      return overlapped_block(work, pass, op, after, bytes);
     if (tp && sp)
       after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after);
     after = kind == BlockKind::Dense ? compute(work, pass, op, after) : custom_block(kind, pass, op, after);
@@ -142,6 +162,30 @@ private:
       after = collective(Stream::Tensor, sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, tp_group_, bytes,
                          pass, op, after);
     return after;
+  }
+
+  // A sequence-parallel block whose collectives the framework overlaps with its GEMMs
+  // (FrameworkProfile::tensor_comm_overlap): the all-gather's first chunk is waited for, the rest
+  // arrives while the GEMM runs on what has come; the reduce-scatter's chunks leave as the GEMM
+  // produces them, and only the last is waited for. The hidden parts share the GPU with the
+  // compute (the engine's comm/compute interference).
+  TaskId overlapped_block(int work, Pass pass, const PipeOp& op, TaskId after, double bytes)
+  {
+    const double gather_first = 1.0 / layout_.tensor;
+    const double scatter_last = 1.0 / std::max(1.0, framework_.tensor_overlap_reduce_chunks);
+    after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, bytes * gather_first, pass, op, after);
+    TaskId hidden = ProgramBuilder::kNone;
+    if (gather_first < 1)
+      hidden = collective(Stream::TensorOverlap, CollectiveOp::AllGather, tp_group_, bytes * (1 - gather_first), pass,
+                          op, after);
+    if (scatter_last < 1)
+      hidden = collective(Stream::TensorOverlap, CollectiveOp::ReduceScatter, tp_group_, bytes * (1 - scatter_last),
+                          pass, op, after);
+    after        = compute(work, pass, op, after);
+    const TaskId done =
+        collective(Stream::Tensor, CollectiveOp::ReduceScatter, tp_group_, bytes * scatter_last, pass, op, after);
+    builder_->depends(done, hidden); // the block's output is whole once every chunk has left
+    return done;
   }
 
   // The tasks of a custom block, for the pass at hand (workloads/block_tasks.hpp).
@@ -257,8 +301,8 @@ private:
       }
     }
     if (vs < last_virtual_stage())
-      point_to_point(TaskKind::Send, Stream::SendNext, rank_of_virtual_stage(vs + 1), tag(op.micro_batch, vs, false),
-                     plan_[vs].output_bytes, Pass::Forward, op, after);
+      send(Stream::SendNext, rank_of_virtual_stage(vs + 1), tag(op.micro_batch, vs, false), plan_[vs].output_bytes,
+           Pass::Forward, op, after);
   }
 
   void backward(const PipeOp& op, bool last_for_chunk)
@@ -292,9 +336,11 @@ private:
       if (grads)
         gradients_ready(op, *layer, after, last_for_chunk);
     }
+    if (grads)
+      after = accumulate_gradients(op, layers, after);
     if (vs > 0)
-      point_to_point(TaskKind::Send, Stream::SendPrev, rank_of_virtual_stage(vs - 1), tag(op.micro_batch, vs - 1, true),
-                     plan_[vs - 1].output_bytes, pass, op, after);
+      send(Stream::SendPrev, rank_of_virtual_stage(vs - 1), tag(op.micro_batch, vs - 1, true),
+           plan_[vs - 1].output_bytes, pass, op, after);
     if (grads)
       end_backward(last_for_chunk);
   }
@@ -310,7 +356,27 @@ private:
           after = compute(b->backward_weight, Pass::BackwardWeight, op, after);
       gradients_ready(op, *layer, after, last_for_chunk);
     }
+    accumulate_gradients(op, layers, after);
     end_backward(last_for_chunk);
+  }
+
+  // The framework's pass that adds a micro-batch's weight gradients into the accumulated ones
+  // (FrameworkProfile::gradient_accumulation_bytes_per_parameter): bandwidth-bound, over every
+  // parameter of the virtual stage, after its backward.
+  TaskId accumulate_gradients(const PipeOp& op, const std::vector<Layer>& layers, TaskId after)
+  {
+    if (accumulation_bytes_per_parameter_ <= 0)
+      return after;
+    const int vs = virtual_stage(op.chunk);
+    auto [it, fresh] = accumulation_works_.try_emplace(vs, -1);
+    if (fresh) {
+      double parameters = 0;
+      for (const Layer& l : layers)
+        parameters += l.parameters + l.expert_parameters;
+      it->second = add_work(w_.works, fmt::format("gradient_accumulation_vs{}", vs),
+                            {memory_kernel("gradient_accumulation", parameters * accumulation_bytes_per_parameter_)});
+    }
+    return it->second < 0 ? after : compute(it->second, Pass::Backward, op, after);
   }
 
   // A layer's weight gradients are ready: its dense parameters' join the data-parallel buckets,
@@ -376,6 +442,7 @@ private:
     stage_            = coord_.pipeline;
     tp_group_         = layout_.tensor > 1 ? tensor_group(coord_) : -1;
     begin_rank_blocks();
+    blocking_send_    = ProgramBuilder::kNone;
     w_.ranks.emplace_back();
     w_.ranks.back().rank  = rank;
     w_.ranks.back().stage = stage_;
@@ -439,6 +506,9 @@ private:
   }
 
   const Scenario& s_;
+  const FrameworkProfile& framework_;
+  double accumulation_bytes_per_parameter_ = 0; // the framework's, at the run's precision
+  std::map<int, int> accumulation_works_;       // per virtual stage, its gradient-accumulation work
   Layout layout_;
   const int p_, v_;
   Workload w_;
@@ -454,6 +524,7 @@ private:
   int stage_     = 0;
   int tp_group_  = -1;
   ProgramBuilder* builder_ = nullptr;
+  TaskId blocking_send_    = ProgramBuilder::kNone; // a blocking send the next compute waits for
   DataParallelLowering dp_{s_, w_.works};
   // Context-parallel ring attention and MoE layers (from the model's plan, per rank by
   // begin_rank_blocks); custom_ maps a work to the block it stands for.

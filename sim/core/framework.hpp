@@ -9,6 +9,7 @@
 #include "sim/core/registry.hpp"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stepsim {
@@ -27,6 +28,22 @@ struct FrameworkProfile {
   // Memory per GPU the framework's process holds beside the model's tensors: the CUDA context
   // with the kernels and library handles it loads, bytes.
   double context_bytes = 0;
+
+  // Behaviours the lowering follows (workloads/lower.cpp); none of them is a scenario field.
+  // The pipeline send is a blocking call: the compute that follows it on the sending rank waits
+  // until the transfer has finished (false: sends run on their own streams beside compute).
+  bool pipeline_send_blocks_compute = false;
+  // After every micro-batch's backward, a bandwidth-bound pass over the stage's parameters that
+  // adds the micro-batch's gradients into the accumulated ones, in bytes moved per parameter, by
+  // training precision ("bf16", "fp16", ...); a precision not listed has no such pass (its
+  // gradients are accumulated inside the weight-gradient GEMMs, or the model runs one micro-batch).
+  std::vector<std::pair<std::string, double>> gradient_accumulation_bytes_per_parameter = {};
+  // Tensor-parallel communication overlapped with the GEMMs beside it (sequence parallel only):
+  // each all-gather or reduce-scatter is cut into chunks that the GEMM consumes or produces one
+  // at a time, so only one chunk waits in the open. All-gathers are cut into as many chunks as
+  // tensor-parallel ranks (a ring exchange); reduce-scatters into tensor_overlap_reduce_chunks.
+  bool tensor_comm_overlap          = false;
+  double tensor_overlap_reduce_chunks = 1;
   // What each behaviour above was read from: "behaviour: file (function), version".
   std::vector<std::string> sources;
 };

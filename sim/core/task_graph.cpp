@@ -19,6 +19,7 @@ const char* stream_name(Stream s)
   case Stream::HostToDevice: return "host_to_device";
   case Stream::DeviceToHost: return "device_to_host";
   case Stream::Host: return "host";
+  case Stream::TensorOverlap: return "tensor_overlap";
   }
   return "?";
 }

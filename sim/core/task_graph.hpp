@@ -36,8 +36,9 @@ enum class Stream : uint8_t {
   HostToDevice, // copy engines over the host link: cached parameters, offloaded optimizer results
   DeviceToHost,
   Host,         // work of the node's CPU for this rank (ZeRO-Offload's optimizer step)
+  TensorOverlap, // tensor-parallel collectives overlapped with the GEMMs (Transformer Engine's userbuffers)
 };
-inline constexpr int kStreamCount = 14;
+inline constexpr int kStreamCount = 15;
 const char* stream_name(Stream s);
 // CPU work is neither GPU compute nor communication: the GPU idles through it.
 inline bool is_communication(Stream s) { return s != Stream::Compute && s != Stream::Host; }

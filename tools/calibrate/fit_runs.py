@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Fits a device's sustained GEMM efficiency to the published training runs on that device.
+
+The GEMM throughput a training run sustains (power-limited clocks of a full node, the framework's
+library versions) is below the best shape of a kernel benchmark, and no kernel benchmark measures
+it. Like the A100 figure (configs/calibration/A100-SXM4-80GB.json), it is fitted on the published
+runs in configs/validation/ that ran on the device: this program searches the one figure
+`gemm_efficiency` that minimises `stepsim accuracy`'s mean absolute percentage error over those
+runs, everything else as shipped. The device file's own figure (the best shape of a benchmark) is
+the upper bound of the search.
+
+--leave-out SOURCE (repeatable; part of a case's id or citation, as `stepsim accuracy --leave-out`
+takes it) fits without that source's cases and then predicts them with the figure so fitted: the
+leave-one-source-out check of issue 16.
+
+    python3 tools/calibrate/fit_runs.py --device H100-SXM
+    python3 tools/calibrate/fit_runs.py --device H100-SXM --leave-out megatron_core
+    python3 tools/calibrate/fit_runs.py --device H100-SXM --write   # configs/calibration/H100-SXM.json
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def case_device(case):
+    return case["platform"]["node_groups"][0]["gpu"]
+
+
+def from_source(path, case, source):
+    name = source.lower()
+    citation = case["validation"]["source"]["citation"].lower()
+    return name in os.path.basename(path).lower() or name in citation
+
+
+def accuracy(stepsim, config_dir, cases_dir):
+    out = os.path.join(cases_dir, "..", "accuracy.json")
+    env = dict(os.environ, STEPSIM_CONFIG_DIR=config_dir)
+    subprocess.run([stepsim, "accuracy", cases_dir, "--quiet", "--json", out], check=True, env=env)
+    with open(out) as f:
+        return json.load(f)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", required=True)
+    ap.add_argument("--leave-out", action="append", default=[])
+    ap.add_argument("--stepsim", default=os.path.join(ROOT, "build", "release", "stepsim"))
+    ap.add_argument("--configs", default=os.path.join(ROOT, "configs"))
+    ap.add_argument("--write", action="store_true", help="write configs/calibration/DEVICE.json")
+    ap.add_argument("--tolerance", type=float, default=0.002)
+    a = ap.parse_args()
+
+    with open(os.path.join(a.configs, "devices", a.device + ".json")) as f:
+        upper = json.load(f)["calibration"]["gemm_efficiency"]
+
+    work = tempfile.mkdtemp(prefix="stepsim-fit-")
+    try:
+        config_dir = os.path.join(work, "configs")
+        os.makedirs(config_dir)
+        for entry in os.listdir(a.configs):  # everything as shipped but the device's calibration file
+            if entry != "calibration":
+                os.symlink(os.path.join(a.configs, entry), os.path.join(config_dir, entry))
+        shutil.copytree(os.path.join(a.configs, "calibration"), os.path.join(config_dir, "calibration"))
+        fit_dir, held_dir = os.path.join(work, "fit", "cases"), os.path.join(work, "held", "cases")
+        os.makedirs(fit_dir)
+        os.makedirs(held_dir)
+        fitted, held = [], []
+        validation = os.path.join(a.configs, "validation")
+        for name in sorted(os.listdir(validation)):
+            if not name.endswith(".json"):
+                continue
+            path = os.path.join(validation, name)
+            with open(path) as f:
+                case = json.load(f)
+            if "validation" not in case or case_device(case) != a.device:
+                continue
+            out = held if any(from_source(path, case, s) for s in a.leave_out) else fitted
+            out.append(name)
+            shutil.copy(path, os.path.join(held_dir if out is held else fit_dir, name))
+        if not fitted:
+            sys.exit(f"no published run on {a.device} is left to fit")
+        calibration = os.path.join(config_dir, "calibration", a.device + ".json")
+
+        def mape(efficiency, cases_dir=fit_dir):
+            with open(calibration, "w") as f:
+                json.dump({"device": a.device, "gemm_efficiency": efficiency}, f)
+            return accuracy(a.stepsim, config_dir, cases_dir)
+
+        # Golden-section search: the MAPE over the runs is unimodal in the one figure.
+        lo, hi = 0.4, upper
+        g = (math.sqrt(5) - 1) / 2
+        x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+        f1, f2 = mape(x1)["mape_pct"], mape(x2)["mape_pct"]
+        while hi - lo > a.tolerance:
+            if f1 <= f2:
+                hi, x2, f2 = x2, x1, f1
+                x1 = hi - g * (hi - lo)
+                f1 = mape(x1)["mape_pct"]
+            else:
+                lo, x1, f1 = x1, x2, f2
+                x2 = lo + g * (hi - lo)
+                f2 = mape(x2)["mape_pct"]
+        best = round((lo + hi) / 2, 3)
+        report = mape(best)
+        print(f"{a.device}: gemm_efficiency {best} (upper bound {upper}), fitted on {len(fitted)} runs: "
+              f"MAPE {report['mape_pct']:.1f}%")
+        for c in report["cases"]:
+            print(f"  fitted    {c['case']:<46} {c['error_pct']:+6.1f}%")
+        if held:
+            predicted = mape(best, held_dir)
+            print(f"left out {', '.join(a.leave_out)}: {len(held)} runs predicted with that figure: "
+                  f"MAPE {predicted['mape_pct']:.1f}%")
+            for c in predicted["cases"]:
+                print(f"  predicted {c['case']:<46} {c['error_pct']:+6.1f}%")
+        if a.write:
+            if held:
+                sys.exit("--write with --leave-out: the shipped figure is fitted on every run")
+            out = os.path.join(a.configs, "calibration", a.device + ".json")
+            with open(out, "w") as f:
+                json.dump({
+                    "device": a.device,
+                    "gemm_efficiency": best,
+                    "source": (f"gemm_efficiency fitted by tools/calibrate/fit_runs.py on the published {a.device} "
+                               f"training runs in configs/validation/ ({', '.join(n[:-5] for n in fitted)}): the "
+                               f"GEMM throughput those runs sustain, {best} of the dense peak, MAPE "
+                               f"{report['mape_pct']:.1f}% over them. Upper bound: the device file's {upper} "
+                               "(the best shape of a benchmark sweep). The other fields keep the device file's "
+                               "values."),
+                }, f, indent=2)
+                f.write("\n")
+            print(f"wrote {out}")
+    finally:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

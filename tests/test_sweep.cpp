@@ -243,7 +243,21 @@ TEST_CASE("journal and shard lines of the wrong shape are refused with the file 
       {with_field(lines[0], "point", -1), "point: expected a point number"},
       {with_field(lines[0], "point", 9), "point: 9 is not a point of a sweep of 4 points"},
       {with_field(lines[0], "status", nlohmann::json(nlohmann::json::value_t::discarded)), "status: expected"},
-      {with_field(lines[0], "report", nlohmann::json::object()), "report: "}};
+      {with_field(lines[0], "report", nlohmann::json::object()), "report: "},
+      // An integer field of the report beyond an int, or no integer (found by fuzz_results: the
+      // conversion of 1.5e65 to int was undefined behaviour).
+      {with_field(lines[0], "report", [&] {
+         auto report    = nlohmann::json::parse(lines[0])["report"];
+         report["gpus"] = 1.5e65;
+         return report;
+       }()),
+       "report: expected an integer, got 1.5e+65"},
+      {with_field(lines[0], "report", [&] {
+         auto report                  = nlohmann::json::parse(lines[0])["report"];
+         report["stages"][0]["stage"] = 4294967296LL;
+         return report;
+       }()),
+       "report: 4294967296 is out of range"}};
   for (const auto& [line, expected] : cases) {
     INFO(line);
     auto shard = write_temp_file("shape-check-bad.jsonl", lines[1] + "\n" + line + "\n");

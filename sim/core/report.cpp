@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace stepsim {
 
@@ -15,6 +16,22 @@ double tidy(double v)
   if (v == 0 || !std::isfinite(v))
     return v;
   return std::stod(fmt::format("{:.9g}", v));
+}
+
+// An integer field of a report read back (a baseline, a sweep journal or shard): a number of
+// another kind, or one beyond T, is an error of the JSON library's own kind, which the readers
+// turn into a message naming the file; a plain get<int>() would convert 1e65 with undefined
+// behaviour (found by the fuzzer of sweep results, tests/fuzz/fuzz_results.cpp).
+template <class T>
+T whole(const nlohmann::json& v)
+{
+  if (!v.is_number_integer())
+    throw nlohmann::json::type_error::create(302, fmt::format("expected an integer, got {}", v.dump()), &v);
+  if ((v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(std::numeric_limits<T>::max())) ||
+      (!v.is_number_unsigned() && (v.get<long long>() < static_cast<long long>(std::numeric_limits<T>::min()) ||
+                                   v.get<long long>() > static_cast<long long>(std::numeric_limits<T>::max()))))
+    throw nlohmann::json::out_of_range::create(406, fmt::format("{} is out of range", v.dump()), &v);
+  return v.get<T>();
 }
 
 std::string human_bytes(double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024)); }
@@ -88,12 +105,12 @@ Report report_from_json(const nlohmann::json& j)
 {
   Report r;
   r.name                    = j.at("name").get<std::string>();
-  r.gpus                    = j.at("gpus").get<int>();
+  r.gpus                    = whole<int>(j.at("gpus"));
   r.device                  = j.at("device").get<std::string>();
   r.schedule                = j.at("schedule").get<std::string>();
   r.framework               = j.value("framework", std::string());
   r.fidelity                = j.at("fidelity").get<std::string>();
-  r.micro_batches           = j.at("micro_batches").get<int>();
+  r.micro_batches           = whole<int>(j.at("micro_batches"));
   r.step_time_s             = j.at("step_time_s").get<double>();
   r.tokens_per_s            = j.at("tokens_per_s").get<double>();
   r.samples_per_s           = j.at("samples_per_s").get<double>();
@@ -119,8 +136,8 @@ Report report_from_json(const nlohmann::json& j)
   r.memory.buffers          = m.at("buffers_bytes").get<double>();
   for (const auto& s : j.at("stages")) {
     StageReport st;
-    st.stage                    = s.at("stage").get<int>();
-    st.rank                     = s.at("rank").get<int>();
+    st.stage                    = whole<int>(s.at("stage"));
+    st.rank                     = whole<int>(s.at("rank"));
     st.compute_s                = s.at("compute_s").get<double>();
     st.comm_s                   = s.at("comm_s").get<double>();
     st.exposed_comm_s           = s.at("exposed_comm_s").get<double>();
@@ -129,11 +146,11 @@ Report report_from_json(const nlohmann::json& j)
     st.textbook_bubble_fraction = s.at("textbook_bubble_fraction").get<double>();
     st.memory_bytes             = s.at("memory_bytes").get<double>();
     st.device                   = s.value("device", std::string());
-    st.layers                   = s.value("layers", 0);
+    st.layers                   = s.contains("layers") ? whole<int>(s["layers"]) : 0;
     r.stages.push_back(st);
   }
-  r.simulated_ranks = j.at("simulated_ranks").get<long long>();
-  r.activities      = j.at("activities").get<long long>();
+  r.simulated_ranks = whole<long long>(j.at("simulated_ranks"));
+  r.activities      = whole<long long>(j.at("activities"));
   r.network_fidelity = j.value("network_fidelity", std::string("flow"));
   r.comm_compute_interference = j.value("comm_compute_interference", 0.0);
   r.collective_algorithms = j.value("collective_algorithms", std::map<std::string, std::string>{});
@@ -141,7 +158,7 @@ Report report_from_json(const nlohmann::json& j)
     r.links.push_back(LinkReport{l.at("name").get<std::string>(), l.at("bytes").get<double>(),
                                  l.at("busy_s").get<double>(), l.at("busy_fraction").get<double>()});
   for (const auto& w : j.value("waits", nlohmann::json::array()))
-    r.waits.push_back(WaitReport{w.at("rank").get<int>(), w.at("peer").get<int>(), w.at("group").get<std::string>(),
+    r.waits.push_back(WaitReport{whole<int>(w.at("rank")), whole<int>(w.at("peer")), w.at("group").get<std::string>(),
                                  w.at("seconds").get<double>()});
   return r;
 }

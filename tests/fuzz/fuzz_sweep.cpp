@@ -45,18 +45,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     for (size_t index : {size_t{0}, points - 1}) {
       if (index >= points)
         continue;
+      // As evaluate_point applies a point (tools/driver/sweep.cpp), short of simulating it.
       nlohmann::json point = sweep.base;
-      for (const auto& [path, value] : sweep.parameters(index)) {
-        nlohmann::json::json_pointer at("/" + [&] {
-          std::string p = path;
-          for (auto& c : p)
-            if (c == '.')
-              c = '/';
-          return p;
-        }());
-        point[at] = value;
-      }
       try {
+        for (const auto& [path, value] : sweep.parameters(index))
+          set_by_path(point, path + "=" + value.dump());
         (void)scenario_from_json(point, sweep.base_dir);
       } catch (const InputError&) {
         // An infeasible point: the sweep keeps it as a row with its reason.

@@ -32,10 +32,11 @@ bool fitted(const std::string& id)
   return false;
 }
 
-nlohmann::json accuracy_report()
+// `stepsim accuracy --quiet --json` over the shipped cases, with `options` before the output.
+nlohmann::json accuracy_report(const std::string& options = "")
 {
   std::string out = stepsim::testing::write_temp_file("accuracy.json", "");
-  auto result     = stepsim::testing::run_stepsim("accuracy --quiet --json " + out);
+  auto result     = stepsim::testing::run_stepsim("accuracy --quiet " + options + " --json " + out);
   INFO(result.output);
   REQUIRE(result.exit_code == 0);
   std::ifstream in(out);
@@ -108,14 +109,7 @@ TEST_CASE("accuracy: a case without a measurement is an input error naming the p
 TEST_CASE("accuracy: --leave-out reports a source's cases as held out, and refuses a source no case names",
           "[accuracy]")
 {
-  std::string out = stepsim::testing::write_temp_file("accuracy-leave-out.json", "");
-  auto result     = stepsim::testing::run_stepsim("accuracy --quiet --leave-out korthikanti --leave-out mtnlg --json " + out);
-  INFO(result.output);
-  REQUIRE(result.exit_code == 0);
-  std::ifstream in(out);
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json r = nlohmann::json::parse(text.str());
+  const nlohmann::json r = accuracy_report("--leave-out korthikanti --leave-out mtnlg");
   double held = 0, kept = 0;
   int held_cases = 0;
   for (const auto& c : r["cases"]) {

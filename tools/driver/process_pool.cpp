@@ -22,7 +22,9 @@ struct Worker {
   std::string output;
 };
 
-void write_all(int fd, const std::string& text)
+} // namespace
+
+bool write_all(int fd, const std::string& text)
 {
   size_t written = 0;
   while (written < text.size()) {
@@ -30,12 +32,11 @@ void write_all(int fd, const std::string& text)
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
-      return;
+      return false;
     written += static_cast<size_t>(n);
   }
+  return true;
 }
-
-} // namespace
 
 void run_in_processes(const std::vector<size_t>& items, int jobs, const std::function<std::string(size_t)>& work,
                       const std::function<void(size_t, std::string)>& done)
@@ -65,7 +66,7 @@ void run_in_processes(const std::vector<size_t>& items, int jobs, const std::fun
         } catch (...) {
           text.clear();
         }
-        write_all(fds[1], text);
+        (void)write_all(fds[1], text); // what does not arrive, the parent records as a failed point
         close(fds[1]);
         _exit(0);
       }

@@ -17,4 +17,8 @@ namespace stepsim {
 void run_in_processes(const std::vector<size_t>& items, int jobs, const std::function<std::string(size_t)>& work,
                       const std::function<void(size_t, std::string)>& done);
 
+// Writes all of `text` to `fd`, retrying short writes and EINTR; false when the descriptor takes
+// no more (a full disk, a closed pipe). One call per line keeps a journal line whole.
+bool write_all(int fd, const std::string& text);
+
 } // namespace stepsim

@@ -123,16 +123,8 @@ public:
 
   void append(const std::string& line)
   {
-    const std::string text = line + "\n";
-    size_t written         = 0;
-    while (written < text.size()) {
-      ssize_t n = write(fd_, text.data() + written, text.size() - written);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        throw InputError({fmt::format("{}: could not append a result line (disk full?)", path_)});
-      written += static_cast<size_t>(n);
-    }
+    if (!write_all(fd_, line + "\n"))
+      throw InputError({fmt::format("{}: could not append a result line (disk full?)", path_)});
   }
 
 private:

@@ -37,7 +37,9 @@ MemoryBreakdown zero_memory(const Scenario& s, const ModelFootprint& f, int weig
   MemoryBreakdown m;
   // Stashed versions are whole working copies; the optimizer's master copy stays one.
   m.weights   = psi * e / (zero >= 3 ? dp : 1) * weight_versions;
-  m.gradients = psi * e / (zero >= 2 ? dp : 1);
+  // Gradients as they are accumulated (training.gradient_precision): Megatron's bf16 runs hold fp32 ones.
+  const double g = s.training.gradient_precision == "fp32" ? 4 : e;
+  m.gradients = psi * g / (zero >= 2 ? dp : 1);
   m.optimizer = psi * k / (zero >= 1 ? dp : 1);
   if (f.expert_parameters > 0 && s.parallelism.expert > 1) {
     // Experts are sharded over the ranks that hold the same experts: data × context / expert.
@@ -45,7 +47,7 @@ MemoryBreakdown zero_memory(const Scenario& s, const ModelFootprint& f, int weig
     if (zero >= 3)
       m.weights += more * e * weight_versions;
     if (zero >= 2)
-      m.gradients += more * e;
+      m.gradients += more * g;
     if (zero >= 1)
       m.optimizer += more * k;
   }

@@ -30,7 +30,7 @@ int fill_analytic(const Scenario& s, const Placement& placement, const std::vect
   // What the job may use of each device: its memory less what the framework's process holds
   // beside the model (the CUDA context; sim/core/framework.hpp).
   const FrameworkProfile& framework = FrameworkRegistry::get(s.training.framework, "training.framework");
-  auto usable = [&](const Device& d) { return std::max(0.0, d.memory_bytes - framework.context_bytes); };
+  auto usable = [&](const Device& d) { return usable_memory_bytes(d.memory_bytes, framework); };
   r.fidelity              = s.simulation.fidelity;
   r.micro_batches         = shape.micro_batches;
   r.model_flops_per_step  = model_flops_per_step(s);

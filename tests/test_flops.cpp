@@ -1,5 +1,7 @@
 #include "support.hpp"
 
+#include "sim/input/hf_config.hpp"
+
 #include "sim/simulate.hpp"
 #include "workloads/lower.hpp"
 #include "workloads/models/transformer.hpp"
@@ -47,4 +49,20 @@ TEST_CASE("HuggingFace import of Llama-2-7B gives 6.74 B parameters")
   CHECK(s.model.num_layers == 32);
   CHECK(s.model.mlp == "swiglu");
   CHECK(model_parameters(s.model) == Approx(6.738e9).epsilon(0.005));
+  // modeling_llama.py adds its residuals without dropout; a field next to hf_config overrides.
+  CHECK(s.model.dropout == 0);
+  doc["model"]["dropout"] = 0.1;
+  CHECK(scenario_from_json(doc).model.dropout == Approx(0.1));
+}
+
+TEST_CASE("HuggingFace import of a GPT-2 config takes its residual dropout")
+{
+  const auto gpt2 = [](nlohmann::json extra) {
+    nlohmann::json c = {{"model_type", "gpt2"}, {"n_layer", 12}, {"n_embd", 768}, {"n_head", 12}, {"vocab_size", 50257}};
+    c.update(extra);
+    return import_hf_config(c);
+  };
+  CHECK(gpt2(nlohmann::json::object()).dropout == Approx(0.1)); // GPT2Config's default resid_pdrop
+  CHECK(gpt2({{"resid_pdrop", 0.0}}).dropout == 0);
+  CHECK_THROWS_WITH(gpt2({{"resid_pdrop", 1.5}}), Catch::Contains("resid_pdrop"));
 }

@@ -125,3 +125,72 @@ TEST_CASE("activation bytes per layer follow Korthikanti et al. 2022", "[memory]
   CHECK(big_scores == Approx(80));
   CHECK(big_sbh * (10 + 24.0 / 8 + big_scores / 8) / (big_sbh * 34 / 8) > 5);
 }
+
+TEST_CASE("activation bytes count grouped-query attention, SwiGLU, the FFN width and dropout term by term",
+          "[memory][activations]")
+{
+  // A Llama-shaped layer beside Korthikanti et al.'s GPT layer: the terms of section 4.1 written
+  // out here (bytes per s·b·h): norm inputs 4, QKV input 2, Q 2, K and V 2·g/a each, the output
+  // projection's input 2, fc1's input 2, the activation's input (GeLU 2f/h, SwiGLU gate and up
+  // 4f/h), fc2's input 2f/h, and one byte per dropout mask (two per layer).
+  auto j                             = testing::small_scenario(1, 1, 1);
+  j["model"]["seq_length"]           = 4096;
+  j["model"]["hidden_size"]          = 4096;
+  j["model"]["num_attention_heads"]  = 32;
+  j["model"]["num_query_groups"]     = 8;
+  j["model"]["ffn_hidden_size"]      = 14336;
+  j["model"]["mlp"]                  = "swiglu";
+  j["model"]["norm"]                 = "rmsnorm";
+  j["training"]["micro_batch_size"]  = 1;
+  j["training"]["global_batch_size"] = 1;
+  j["training"]["attention"]         = "flash";
+  const double sbh = 4096.0 * 4096, f = 14336.0 / 4096, kv = 8.0 / 32;
+  for (int t : {1, 4}) {
+    j["parallelism"]["tensor"]               = t;
+    j["platform"]["node_groups"][0]["count"] = t;
+    for (bool sp : {false, true}) {
+      if (sp && t == 1)
+        continue;
+      j["parallelism"]["sequence_parallel"] = sp;
+      for (double dropout : {0.0, 0.1}) {
+        j["model"]["dropout"] = dropout;
+        const double masks    = dropout > 0 ? 2 : 0;
+        const double whole    = 4 + 2 + 2 + masks;
+        const double sharded  = 2 + 4 * kv + 2 + 4 * f + 2 * f;
+        INFO("t " << t << " sequence parallel " << sp << " dropout " << dropout);
+        CHECK(layer_activation_bytes(scenario_from_json(j)) ==
+              Approx(sp ? sbh / t * (whole + sharded) : sbh * (whole + sharded / t)).epsilon(1e-9));
+      }
+    }
+  }
+  // A model without dropout keeps less than the same model with it, by the two masks.
+  j["parallelism"]["tensor"]               = 1;
+  j["parallelism"]["sequence_parallel"]    = false;
+  j["platform"]["node_groups"][0]["count"] = 1;
+  j["model"]["dropout"]                    = 0.1;
+  const double with_dropout = layer_activation_bytes(scenario_from_json(j));
+  j["model"]["dropout"]     = 0;
+  CHECK(with_dropout - layer_activation_bytes(scenario_from_json(j)) == Approx(2 * sbh));
+}
+
+TEST_CASE("Megatron's bf16 runs hold and reduce fp32 gradients unless the scenario says otherwise",
+          "[memory][gradients]")
+{
+  auto j                             = testing::small_scenario(1, 4, 1);
+  j["training"]["precision"]         = "bf16";
+  j["parallelism"]["zero_stage"]     = 0;
+  j["training"]["framework"]         = "megatron-core";
+  const Scenario megatron            = scenario_from_json(j);
+  CHECK(megatron.training.gradient_precision == "fp32");
+  const double psi = stage_parameters(megatron, 0);
+  CHECK(stage_memory(megatron, 0, 1).gradients == Approx(4 * psi));
+  j["training"]["gradient_precision"] = "bf16"; // --grad-reduce-in-bf16
+  CHECK(stage_memory(scenario_from_json(j), 0, 1).gradients == Approx(2 * psi));
+  // A framework without the behaviour keeps 16-bit gradients; fp16 Megatron runs do too.
+  j["training"].erase("gradient_precision");
+  j["training"]["framework"] = "pytorch-fsdp";
+  CHECK(scenario_from_json(j).training.gradient_precision == "bf16");
+  j["training"]["framework"] = "megatron-lm-2021";
+  j["training"]["precision"] = "fp16";
+  CHECK(scenario_from_json(j).training.gradient_precision == "fp16");
+}

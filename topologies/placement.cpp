@@ -1,4 +1,5 @@
 #include "topologies/placement.hpp"
+#include "sim/core/framework.hpp"
 #include "sim/core/scenario_check.hpp"
 
 #include "models/compute/compute_model.hpp"
@@ -147,12 +148,13 @@ void balance_stage_layers(Scenario& s)
 
   std::vector<double> fixed_s(static_cast<size_t>(p), 0), layer_s(static_cast<size_t>(p), 0);
   std::vector<double> capacity(static_cast<size_t>(p), 0);
+  const FrameworkProfile& framework = FrameworkRegistry::get(s.training.framework, "training.framework");
   for (int stage = 0; stage < p; ++stage) {
     const Device& d    = stage_device(s, placement, devices, stage);
     const StageCosts c = stage_costs(s, d);
     layer_s[static_cast<size_t>(stage)]  = c.layer_s;
     fixed_s[static_cast<size_t>(stage)] = (stage == 0 ? c.embedding_s : 0) + (stage == p - 1 ? c.head_s : 0);
-    capacity[static_cast<size_t>(stage)] = d.memory_bytes;
+    capacity[static_cast<size_t>(stage)] = usable_memory_bytes(d.memory_bytes, framework);
   }
 
   // Every chunk needs one layer; the rest go one at a time where they cost least.

@@ -42,6 +42,9 @@ struct FrameworkProfile {
   // each all-gather or reduce-scatter is cut into chunks that the GEMM consumes or produces one
   // at a time, so only one chunk waits in the open. All-gathers are cut into as many chunks as
   // tensor-parallel ranks (a ring exchange); reduce-scatters into tensor_overlap_reduce_chunks.
+  // Training precisions whose gradients the framework accumulates and reduces in fp32
+  // (training.gradient_precision's default); any other keeps them in the training precision.
+  std::vector<std::string> fp32_gradients_for = {};
   bool tensor_comm_overlap          = false;
   double tensor_overlap_reduce_chunks = 1;
   // What each behaviour above was read from: "behaviour: file (function), version".
@@ -49,6 +52,22 @@ struct FrameworkProfile {
 };
 
 using FrameworkRegistry = Registry<FrameworkProfile>;
+
+// What a job may use of a device's memory: all of it less what the framework's process holds
+// beside the model. The memory check (sim/job_plan.cpp) and the stage split that must pass it
+// (topologies/placement.cpp) both take this.
+// Bytes of one gradient element as the run accumulates and reduces it (fp8 runs keep 16-bit ones).
+inline double gradient_element_bytes(const std::string& precision, const std::string& gradient_precision)
+{
+  if (gradient_precision == "fp32" || precision == "fp32" || precision == "tf32")
+    return 4;
+  return 2;
+}
+
+inline double usable_memory_bytes(double device_bytes, const FrameworkProfile& framework)
+{
+  return device_bytes > framework.context_bytes ? device_bytes - framework.context_bytes : 0.0;
+}
 
 // The profile a scenario names when it names none (README, "Framework profiles").
 inline constexpr const char* kDefaultFramework = "generic";

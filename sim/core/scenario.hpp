@@ -49,6 +49,11 @@ struct ModelSpec {
   std::string mlp         = "gelu";      // gelu | swiglu
   std::string norm        = "layernorm"; // layernorm | rmsnorm
   bool tied_embeddings    = true;
+  // Hidden (residual) dropout probability: Megatron-LM's --hidden-dropout default 0.1
+  // (megatron/training/arguments.py). 0 is a model trained without it (Llama: the reference
+  // model.py and HuggingFace's modeling_llama.py have no residual dropout), which keeps no masks
+  // and adds its residuals without one.
+  double dropout          = 0.1;
   int num_experts         = 0; // 0 = dense
   int moe_top_k           = 2;
   // Tokens each expert processes, as a multiple of the balanced share tokens·top_k/experts
@@ -75,6 +80,10 @@ struct TrainingSpec {
   std::string recompute       = "none";  // none | selective | full
   std::string attention       = "flash"; // flash (fused) | standard (scores materialised)
   std::string optimizer       = "adam";
+  // What gradients are accumulated and reduced in: "fp32", or 16-bit ("bf16", "fp16"). Megatron
+  // turns on --accumulate-allreduce-grads-in-fp32 for bf16; FSDP takes MixedPrecision's
+  // reduce_dtype. Empty: the training precision's own size (what a scenario built in code gets).
+  std::string gradient_precision;
   // The framework profile that fills in what the scenario leaves to the framework
   // (sim/core/framework.hpp, workloads/frameworks/).
   std::string framework = kDefaultFramework;

@@ -42,6 +42,19 @@ std::string get_text(const nlohmann::json& c, const char* key, Problems& problem
   return it->get<std::string>();
 }
 
+// A probability in [0, 1); absent or null gives `fallback`.
+double get_probability(const nlohmann::json& c, const char* key, Problems& problems, double fallback)
+{
+  auto it = c.find(key);
+  if (it == c.end() || it->is_null())
+    return fallback;
+  if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() < 1)) {
+    problems.add(key, fmt::format("expected a probability in [0, 1) in the HuggingFace config, got {}", it->dump()));
+    return fallback;
+  }
+  return it->get<double>();
+}
+
 bool get_bool(const nlohmann::json& c, const char* key, Problems& problems, bool fallback)
 {
   auto it = c.find(key);
@@ -74,6 +87,7 @@ ModelSpec import_hf_config(const nlohmann::json& c)
     m.mlp                 = "gelu";
     m.norm                = "layernorm";
     m.tied_embeddings     = true;
+    m.dropout             = get_probability(c, "resid_pdrop", problems, 0.1); // GPT2Config's default
   } else if (type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "qwen2_moe" ||
              type == "qwen3" || type == "qwen3_moe") {
     m.num_layers          = get_int(c, "num_hidden_layers", problems);
@@ -86,6 +100,9 @@ ModelSpec import_hf_config(const nlohmann::json& c)
     m.mlp                 = "swiglu";
     m.norm                = "rmsnorm";
     m.tied_embeddings     = get_bool(c, "tie_word_embeddings", problems, false);
+    // These models have no residual dropout (modeling_llama.py, modeling_mistral.py, modeling_qwen2.py:
+    // the decoder layer adds its residuals as they are; attention_dropout applies to the scores).
+    m.dropout = 0;
     // The MLP is gated (SwiGLU); the activation inside it has the FLOPs of any other, but a name
     // HuggingFace does not know is a config that would not load (transformers/activations.py,
     // ACT2CLS).

@@ -35,6 +35,11 @@ void read_training(JsonReader r, TrainingSpec& t, const FrameworkProfile& framew
   t.recompute         = r.text("recompute", std::string("none"), {"none", "selective", "full"});
   t.attention         = r.text("attention", framework.attention, {"flash", "standard"});
   t.optimizer         = r.text("optimizer", std::string("adam"), {"adam", "sgd"});
+  const auto& fp32_for   = framework.fp32_gradients_for;
+  const bool fp32        = t.precision == "fp32" || t.precision == "tf32" ||
+                    std::find(fp32_for.begin(), fp32_for.end(), t.precision) != fp32_for.end();
+  t.gradient_precision = r.text("gradient_precision", fp32 ? std::string("fp32") : t.precision == "fp8" ? std::string("bf16") : t.precision,
+                                {"fp32", "bf16", "fp16"});
   r.reject_unknown_keys();
 }
 
@@ -45,7 +50,7 @@ double framework_bucket_bytes(const FrameworkProfile& f, const ParallelSpec& p, 
     return f.bucket_bytes;
   if (f.bucket_parameters <= 0 && f.bucket_parameters_per_rank <= 0)
     return kMaxBucketBytes; // one bucket for all gradients
-  const double element = t.precision == "fp32" || t.precision == "tf32" ? 4 : 2; // gradients of fp8 runs are 16-bit
+  const double element = gradient_element_bytes(t.precision, t.gradient_precision);
   return std::max(f.bucket_parameters, f.bucket_parameters_per_rank * p.data * p.context) * element;
 }
 

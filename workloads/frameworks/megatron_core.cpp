@@ -15,12 +15,18 @@ const bool registered = FrameworkRegistry::add(
         .bucket_parameters = 40e6,
         .bucket_parameters_per_rank = 1e6,
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        // Megatron's bf16 runs accumulate and reduce fp32 gradients (main_grad buffers).
+        .fp32_gradients_for = {"bf16"},
         // --tp-comm-overlap, as Megatron-Core's published runs set it (the README's benchmark table
         // names it): Transformer Engine's userbuffers overlap the sequence-parallel all-gathers
         // and reduce-scatters with the GEMMs that consume or produce them.
         .tensor_comm_overlap          = true,
         .tensor_overlap_reduce_chunks = 4,
-        .sources = {"tensor_comm_overlap: transformer_engine/pytorch/module/base.py (initialize_ub: "
+        .sources = {"fp32_gradients_for: megatron/training/arguments.py "
+                    "(validate_args: 'bfloat16 requires gradient accumulation and all-reduce to be done in fp32', "
+                    "accumulate_allreduce_grads_in_fp32 = True for bf16); "
+                    "megatron/core/distributed/distributed_data_parallel.py (grad_dtype float when grad_reduce_in_fp32)",
+                    "tensor_comm_overlap: transformer_engine/pytorch/module/base.py (initialize_ub: "
                     "qkv_fprop and fc1_fprop all-gathers by ring_exchange in tp_size chunks; proj_fprop and "
                     "fc2_fprop reduce-scatters by pipeline, num_splits 4; dgrad/wgrad collectives bulk-overlapped), "
                     "enabled by megatron/training/arguments.py --tp-comm-overlap",

@@ -14,7 +14,12 @@ const bool registered = FrameworkRegistry::add(
         .overlap_grad_reduce = false,
         .bucket_parameters = 0,
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
-        .sources = {"attention: megatron/model/transformer.py (CoreAttention with FusedScaleMaskSoftmax; "
+        // Megatron's bf16 runs accumulate and reduce fp32 gradients (main_grad buffers).
+        .fp32_gradients_for = {"bf16"},
+        .sources = {"fp32_gradients_for: megatron/arguments.py "
+                    "(validate_args: 'bfloat16 requires gradient accumulation and all-reduce to be done in fp32', "
+                    "accumulate_allreduce_grads_in_fp32 = True for bf16)",
+                    "attention: megatron/model/transformer.py (CoreAttention with FusedScaleMaskSoftmax; "
                     "--recompute-granularity selective recomputes it), Megatron-LM v3.0",
                     "overlap_grad_reduce: megatron/model/distributed.py (allreduce_gradients() after backward)"}});
 

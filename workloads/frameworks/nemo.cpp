@@ -15,7 +15,12 @@ const bool registered = FrameworkRegistry::add(
         .bucket_parameters = 40e6,
         .bucket_parameters_per_rank = 1e6,
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
-        .sources = {"overlap_grad_reduce: NeMo's megatron_gpt_config.yaml (overlap_grad_sync True with the distributed "
+        // Megatron's bf16 runs accumulate and reduce fp32 gradients (main_grad buffers).
+        .fp32_gradients_for = {"bf16"},
+        .sources = {"fp32_gradients_for: megatron/training/arguments.py of the Megatron-Core it runs "
+                    "(validate_args: 'bfloat16 requires gradient accumulation and all-reduce to be done in fp32', "
+                    "accumulate_allreduce_grads_in_fp32 = True for bf16)",
+                    "overlap_grad_reduce: NeMo's megatron_gpt_config.yaml (overlap_grad_sync True with the distributed "
                     "optimizer)",
                     "bucket: megatron/core/distributed/distributed_data_parallel_config.py (bucket_size default)",
                     "attention: Transformer Engine fused attention"}});

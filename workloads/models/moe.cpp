@@ -63,9 +63,7 @@ double moe_activation_delta_bytes(const Scenario& s)
   const double sb   = double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context;
   const double h    = m.hidden_size;
   const double e    = element_bytes(s.training.precision);
-  // Korthikanti et al.'s 16-bit MLP: fc1 input 2sbh, GeLU input and output 8sbh each (4h wide),
-  // dropout mask sbh; split over tensor as their formula does.
-  const double dense = sp ? 19 * sb * h / t : sb * h * (3 + 16 / t);
+  const double dense = dense_mlp_activation_bytes(s); // the MLP the experts replace
   const double copies = sb * m.moe_top_k * m.moe_capacity_factor; // token copies, each tensor rank all of them
   const double ffn    = expert_ffn_hidden_size(m) / t;
   const double fc1    = ffn * (m.mlp == "swiglu" ? 2 : 1);
@@ -102,10 +100,15 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
       gemm("expert_fc1", per_expert, fc1_n, h, e, local),
       memory_kernel(m.mlp == "swiglu" ? "expert_swiglu" : "expert_gelu", local * per_expert * ffn * act * e),
       gemm("expert_fc2", per_expert, h, ffn, e, local)};
-  const std::vector<Kernel> combine_f = {memory_kernel("unpermute_combine", routed * h * 2 * e + tokens * h * e),
-                                         memory_kernel("dropout_residual", tokens * h * 4 * e)};
+  // The residual add, as the dense layer's (transformer.cpp): with dropout, a mask beside it.
+  const bool dropout        = m.dropout > 0;
+  const double residual_rw  = dropout ? 4 : 3;
+  const std::vector<Kernel> combine_f = {
+      memory_kernel("unpermute_combine", routed * h * 2 * e + tokens * h * e),
+      memory_kernel(dropout ? "dropout_residual" : "residual_add", tokens * h * residual_rw * e)};
 
-  const std::vector<Kernel> combine_b = {memory_kernel("dropout_residual_bwd", tokens * h * 4 * e),
+  const std::vector<Kernel> combine_b = {
+      memory_kernel(dropout ? "dropout_residual_bwd" : "residual_add_bwd", tokens * h * residual_rw * e),
                                          memory_kernel("unpermute_combine_bwd", routed * h * 2 * e + tokens * h * e)};
   const std::vector<Kernel> experts_bi = {
       gemm("expert_fc2_dgrad", per_expert, ffn, h, e, local),

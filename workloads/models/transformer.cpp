@@ -131,6 +131,13 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   const double qkv_n = (x.h + 2 * x.kv) / x.t;
   const double mlp_n = x.ffn / x.t * (s.model.mlp == "swiglu" ? 2 : 1);
   const double act   = s.model.mlp == "swiglu" ? 3 : 2; // swiglu reads two inputs
+  // The residual add after each block, fused with its dropout (Megatron's bias_dropout_add): the
+  // block's output and the residual read, the sum written, and a mask beside it; without dropout
+  // no mask.
+  const bool dropout        = s.model.dropout > 0;
+  const char* residual      = dropout ? "dropout_residual" : "residual_add";
+  const char* residual_bwd  = dropout ? "dropout_residual_bwd" : "residual_add_bwd";
+  const double residual_rw  = dropout ? 4 : 3;
 
   auto joined = [](std::vector<Kernel> a, const std::vector<Kernel>& b) {
     a.insert(a.end(), b.begin(), b.end());
@@ -143,14 +150,14 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   std::vector<Kernel> attn_f_core;
   attention_core(s, x, false, attn_f_core);
   const std::vector<Kernel> attn_f_post = {fwd("attention_out", x, x.h, x.h / x.t),
-                                           elementwise("dropout_residual", nt, x.h, 4, x.e)};
+                                           elementwise(residual, nt, x.h, residual_rw, x.e)};
   const std::vector<Kernel> attn_f = joined(joined(attn_f_pre, attn_f_core), attn_f_post);
 
   std::vector<Kernel> mlp_f = {elementwise("post_attention_norm", nt, x.h, 2, x.e), fwd("fc1", x, mlp_n, x.h),
                                elementwise(s.model.mlp == "swiglu" ? "swiglu" : "gelu", x.tokens, x.ffn / x.t, act, x.e),
-                               fwd("fc2", x, x.h, x.ffn / x.t), elementwise("dropout_residual", nt, x.h, 4, x.e)};
+                               fwd("fc2", x, x.h, x.ffn / x.t), elementwise(residual, nt, x.h, residual_rw, x.e)};
 
-  const std::vector<Kernel> attn_bi_post = {elementwise("dropout_residual_bwd", nt, x.h, 4, x.e),
+  const std::vector<Kernel> attn_bi_post = {elementwise(residual_bwd, nt, x.h, residual_rw, x.e),
                                             dgrad("attention_out_dgrad", x, x.h, x.h / x.t)};
   std::vector<Kernel> attn_bi_core;
   if (s.training.recompute == "selective") // the attention core is recomputed inside backward
@@ -161,7 +168,7 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   const std::vector<Kernel> attn_bi = joined(joined(attn_bi_post, attn_bi_core), attn_bi_pre);
   std::vector<Kernel> attn_bw = {wgrad("attention_out_wgrad", x, x.h, x.h / x.t), wgrad("qkv_wgrad", x, qkv_n, x.h)};
 
-  std::vector<Kernel> mlp_bi = {elementwise("dropout_residual_bwd", nt, x.h, 4, x.e),
+  std::vector<Kernel> mlp_bi = {elementwise(residual_bwd, nt, x.h, residual_rw, x.e),
                                 dgrad("fc2_dgrad", x, x.h, x.ffn / x.t),
                                 elementwise("activation_bwd", x.tokens, x.ffn / x.t, act + 1, x.e),
                                 dgrad("fc1_dgrad", x, mlp_n, x.h), elementwise("post_attention_norm_bwd", nt, x.h, 4, x.e)};
@@ -190,10 +197,16 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
 
   w.embedding_forward  = add("embedding_forward", {elementwise("embedding_lookup", x.tokens, x.h, 3, x.e)});
   w.embedding_backward = add("embedding_backward", {elementwise("embedding_grad", x.tokens, x.h, 3, x.e)});
-  // Logits over the vocabulary shard, then the vocab-parallel cross entropy (fp32 softmax).
+  // Logits over the vocabulary shard, then the vocab-parallel cross entropy, pass by pass as
+  // Megatron runs it (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy;
+  // the same passes as megatron/mpu/cross_entropy.py before it), in bytes per logit: forward,
+  // the cast to fp32 (read e, write 4), the max (read 4), the subtraction, exp and normalisation
+  // in place (read and write 4 each) and the sum (read 4); backward, the scaling by the loss
+  // gradient in place (read and write 4) and the cast of the gradient back (read 4, write e).
+  const double logits = x.tokens * (x.vocab / x.t);
   w.head_forward  = add("head_forward", {elementwise("final_norm", nt, x.h, 2, x.e), fwd("logits", x, x.vocab / x.t, x.h),
-                                         elementwise("cross_entropy", x.tokens, x.vocab / x.t, 2, 4)});
-  w.head_backward = add("head_backward", {elementwise("cross_entropy_bwd", x.tokens, x.vocab / x.t, 2, 4),
+                                         memory_kernel("cross_entropy", logits * (x.e + 36))});
+  w.head_backward = add("head_backward", {memory_kernel("cross_entropy_bwd", logits * (12 + x.e)),
                                           dgrad("logits_dgrad", x, x.vocab / x.t, x.h),
                                           wgrad("logits_wgrad", x, x.vocab / x.t, x.h),
                                           elementwise("final_norm_bwd", nt, x.h, 4, x.e)});

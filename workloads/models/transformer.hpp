@@ -39,6 +39,8 @@ double activation_bytes(const Scenario& s);
 // (Korthikanti et al. 2022: sbh(34 + 5as/h), split by tensor and sequence parallelism, less under
 // recompute; a MoE layer's experts in place of its MLP). transformer_kind.cpp.
 double layer_activation_bytes(const Scenario& s);
+// What a dense layer's MLP block keeps for backward, bytes (what a MoE layer's experts replace).
+double dense_mlp_activation_bytes(const Scenario& s);
 double element_bytes(const std::string& precision);
 
 } // namespace stepsim

@@ -17,12 +17,31 @@ namespace stepsim {
 
 using namespace limits;
 
+// Korthikanti et al. 2022 (arXiv:2205.05198, §4.1), term by term, in bytes of a 16-bit layer
+// per s·b (tokens of the micro-batch), split into what every tensor rank keeps whole and what it
+// keeps a 1/t shard of. Their 34·sbh is this for a GPT layer (kv = h, ffn = 4h, GeLU, dropout);
+// grouped-query attention, SwiGLU, another FFN width and a model without dropout are counted as
+// they are.
+struct LayerTerms {
+  double whole, sharded;
+};
+
+// The MLP block without its norm: fc1's input, the activation's input (SwiGLU: gate and up) and
+// fc2's input, and the dropout mask.
+LayerTerms mlp_activation_terms(const ModelSpec& m)
+{
+  const double h = m.hidden_size, f = m.ffn_hidden_size;
+  const double mask = m.dropout > 0 ? 1 : 0;
+  return {2 + mask, (m.mlp == "swiglu" ? 4 : 2) * f / h + 2 * f / h};
+}
+
 double layer_activation_bytes(const Scenario& s)
 {
-  const double sq = double(s.model.seq_length) / s.parallelism.context;
+  const auto& m   = s.model;
+  const double sq = double(m.seq_length) / s.parallelism.context;
   const double b  = s.training.micro_batch_size;
-  const double h  = s.model.hidden_size;
-  const double a  = s.model.num_attention_heads;
+  const double h  = m.hidden_size;
+  const double a  = m.num_attention_heads;
   const double t  = s.parallelism.tensor;
   const bool sp   = s.parallelism.sequence_parallel;
   const double sbh = sq * b * h;
@@ -32,10 +51,29 @@ double layer_activation_bytes(const Scenario& s)
   // (flash) attention do not keep them.
   const bool keeps_scores = s.training.recompute == "none" && s.training.attention == "standard";
   const double scores     = keeps_scores ? 5 * a * sq / h : 0;
-  const double experts = moe_activation_delta_bytes(s); // a MoE layer's experts instead of its MLP
+  const double experts    = moe_activation_delta_bytes(s); // a MoE layer's experts instead of its MLP
+  // Attention: the two norms' inputs, QKV's input and the dropout mask whole; Q, K and V (K and
+  // V of the query groups only), and the output projection's input, sharded.
+  const double kv        = double(m.num_query_groups) / m.num_attention_heads;
+  const double mask      = m.dropout > 0 ? 1 : 0;
+  const LayerTerms mlp   = mlp_activation_terms(m);
+  const double whole     = 4 + 2 + mask + mlp.whole;
+  const double sharded   = 2 + 2 * kv + 2 * kv + 2 + mlp.sharded;
   if (sp)
-    return sbh / t * (34 + scores) + experts;
-  return sbh * (10 + 24 / t + scores / t) + experts;
+    return sbh / t * (whole + sharded + scores) + experts;
+  return sbh * (whole + sharded / t + scores / t) + experts;
+}
+
+double dense_mlp_activation_bytes(const Scenario& s)
+{
+  const auto& m        = s.model;
+  const double t       = s.parallelism.tensor;
+  const double sb      = double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context;
+  const double h       = m.hidden_size;
+  const LayerTerms mlp = mlp_activation_terms(m);
+  if (s.parallelism.sequence_parallel)
+    return (mlp.whole + mlp.sharded) * sb * h / t;
+  return sb * h * (mlp.whole + mlp.sharded / t);
 }
 
 namespace {
@@ -92,6 +130,9 @@ public:
   m.mlp             = r.text("mlp", m.mlp, {"gelu", "swiglu"});
   m.norm            = r.text("norm", m.norm, {"layernorm", "rmsnorm"});
   m.tied_embeddings = r.boolean("tied_embeddings", m.tied_embeddings);
+  m.dropout         = r.number("dropout", m.dropout, 0);
+  if (m.dropout >= 1)
+    r.problems().add(r.path_of("dropout"), fmt::format("{} is a probability: expected a value in [0, 1)", m.dropout));
   m.num_experts     = static_cast<int>(r.integer("num_experts", m.num_experts, 0, kMaxExperts));
   m.moe_top_k       = static_cast<int>(r.integer("moe_top_k", m.moe_top_k, 1, kMaxExperts));
   m.moe_capacity_factor = r.number("moe_capacity_factor", 1.0, 0, true);

@@ -18,9 +18,8 @@ DataParallelPlan data_parallel_plan(const Scenario& s, int members)
   plan.host_cache               = plan.gather_for_backward && p.host_cache;
   plan.gather_updated_weights   = (p.zero_stage == 1 || p.zero_stage == 2) && plan.replicas;
   plan.offload_optimizer        = p.offload_optimizer;
-  // Gradients are reduced in the training precision (Megatron's default for fp16); fp32 training
-  // reduces fp32 gradients.
-  plan.gradient_bytes  = element_bytes(s.training.precision) == 4 ? 4 : 2;
+  // Gradients are reduced as they are accumulated: training.gradient_precision.
+  plan.gradient_bytes  = gradient_element_bytes(s.training.precision, s.training.gradient_precision);
   plan.parameter_bytes = element_bytes(s.training.precision);
   return plan;
 }

@@ -1,4 +1,5 @@
 #include "models/device.hpp"
+#include "sim/core/kernel.hpp"
 #include "sim/core/scenario_check.hpp"
 
 #include "sim/input/json_reader.hpp"
@@ -96,6 +97,16 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
           by_dtype.problems().add(by_dtype.path_of(p), "expected a fraction no larger than 1");
       }
     by_dtype.reject_unknown_keys();
+  }
+  if (r.has("attention_efficiency_by_kernel")) {
+    JsonReader by_kernel = r.object("attention_efficiency_by_kernel");
+    for (const char* k : kAttentionKernels)
+      if (by_kernel.has(k)) {
+        c.attention_efficiency_by_kernel[k] = by_kernel.number(k, std::nullopt, 0, true);
+        if (c.attention_efficiency_by_kernel[k] > 1.0)
+          by_kernel.problems().add(by_kernel.path_of(k), "expected a fraction no larger than 1");
+      }
+    by_kernel.reject_unknown_keys();
   }
   c.comm_compute_interference = r.number("comm_compute_interference", c.comm_compute_interference, 0);
   if (c.comm_compute_interference >= 1.0)

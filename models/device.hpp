@@ -22,10 +22,20 @@ struct DeviceCalibration {
   // gemm_efficiency at one precision where it differs from the common figure (a measured
   // calibration fits one per dtype: fp32 on CUDA cores is not tf32 or fp8 on tensor cores).
   std::map<std::string, double> gemm_efficiency_by_dtype;
+  // attention_efficiency of one fused-attention implementation where it differs from the common
+  // figure ("flash-attention-2", "flash-attention-3", "cudnn"): on Hopper, FlashAttention-2
+  // reaches about a third of the peak and cuDNN's fused attention about half.
+  std::map<std::string, double> attention_efficiency_by_kernel;
   // Fraction by which compute kernels slow while a collective's kernels run beside them on the
   // same GPU (SMs and memory bandwidth taken by NCCL): compute takes 1/(1-f) times as long.
   double comm_compute_interference = 0;
   std::string source;
+
+  double attention_efficiency_of(const std::string& implementation) const
+  {
+    auto it = attention_efficiency_by_kernel.find(implementation);
+    return it == attention_efficiency_by_kernel.end() ? attention_efficiency : it->second;
+  }
 
   double gemm_efficiency_at(const std::string& precision) const
   {

@@ -185,6 +185,80 @@ TEST_CASE("ZeRO-3 issues the gather of unit i+1 when unit i starts computing", "
   CHECK(out["exposed"].get<double>() < out["comm"].get<double>());
 }
 
+TEST_CASE("DeepSpeed ZeRO-3 (2021) fetches each unit synchronously: a gather starts when the compute before it "
+          "ends, and none is hidden",
+          "[data_parallel][fsdp]")
+{
+  auto j = dp_scenario(4, 2, {{"zero_stage", 3}});
+  j["platform"]["node_groups"][0]["nic"]["bandwidth"] = "25GBps";
+  j["platform"]["node_groups"][0]["nic"]["latency"]   = "2us";
+  j["training"]["framework"]                          = "deepspeed-zero3";
+  j["training"]["attention"]                          = "flash"; // only the gathers differ from FSDP's
+  const auto out = testing::in_child([&] {
+    Timeline tl;
+    const Report r = simulate(scenario_from_json(j), &tl);
+    nlohmann::json seen = {{"gathers", nlohmann::json::array()}, {"gather_ends", nlohmann::json::array()},
+                           {"layers", nlohmann::json::array()}, {"layer_ends", nlohmann::json::array()}};
+    for (const auto& i : tl.ranks.front().intervals) {
+      if (i.pass != Pass::Forward || i.micro_batch != 1)
+        continue;
+      if (i.stream == Stream::ParamGather) {
+        seen["gathers"].push_back(i.start_s);
+        seen["gather_ends"].push_back(i.end_s);
+      }
+      if (i.stream == Stream::Compute && i.work == "attention_forward")
+        seen["layers"].push_back(i.start_s);
+      if (i.stream == Stream::Compute && i.work == "mlp_forward")
+        seen["layer_ends"].push_back(i.end_s);
+    }
+    seen["exposed"] = r.exposed_comm_s;
+    seen["comm"]    = r.comm_s;
+    return seen;
+  });
+  const auto gathers     = out["gathers"].get<std::vector<double>>(); // embedding, layer 0 .. 3
+  const auto gather_ends = out["gather_ends"].get<std::vector<double>>();
+  const auto layers      = out["layers"].get<std::vector<double>>();
+  const auto layer_ends  = out["layer_ends"].get<std::vector<double>>();
+  REQUIRE(gathers.size() == 5);
+  REQUIRE(layers.size() == 4);
+  REQUIRE(layer_ends.size() == 4);
+  for (size_t k = 0; k < layers.size(); ++k) {
+    INFO("layer " << k);
+    CHECK(layers[k] >= gather_ends[k + 1] - 1e-12); // the layer waits for its own gather
+    if (k > 0)
+      CHECK(gathers[k + 1] >= layer_ends[k - 1] - 1e-12); // which waited for the layer before it
+  }
+  // Every gather is on the critical path.
+  CHECK(out["exposed"].get<double>() == Approx(out["comm"].get<double>()).epsilon(0.02));
+}
+
+TEST_CASE("overlap_param_gather moves the distributed optimizer's gather from after the step to the next forward",
+          "[data_parallel][zero]")
+{
+  auto j = dp_scenario(4, 4, {{"zero_stage", 1}});
+  j["platform"]["node_groups"][0]["nic"]["bandwidth"] = "25GBps";
+  const auto gathers = [&](bool overlap) {
+    j["parallelism"]["overlap_param_gather"] = overlap;
+    return testing::in_child([&] {
+      Timeline tl;
+      simulate(scenario_from_json(j), &tl);
+      nlohmann::json seen = {{"forward", 0}, {"optimizer", 0}, {"bytes_forward", 0.0}};
+      for (const auto& i : tl.ranks.front().intervals)
+        if (i.stream == Stream::ParamGather && i.pass == Pass::Forward)
+          seen["forward"] = seen["forward"].get<int>() + 1;
+        else if (i.stream == Stream::Data && i.pass == Pass::Optimizer)
+          seen["optimizer"] = seen["optimizer"].get<int>() + 1;
+      return seen;
+    });
+  };
+  const auto after_step = gathers(false);
+  CHECK(after_step["forward"].get<int>() == 0);
+  CHECK(after_step["optimizer"].get<int>() == 1);
+  const auto overlapped = gathers(true);
+  CHECK(overlapped["optimizer"].get<int>() == 0);
+  CHECK(overlapped["forward"].get<int>() == 5); // the embedding and the four layers, once each, in the first forward
+}
+
 TEST_CASE("FSDP without resharding gathers once per step and runs faster when gathers are exposed",
           "[data_parallel][fsdp]")
 {

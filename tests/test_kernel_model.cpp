@@ -110,3 +110,24 @@ TEST_CASE("A device runs the precisions its file gives a peak for, and the emula
   for (const char* p : {"fp32", "tf32", "fp16", "bf16", "fp8"})
     CHECK(h100.runs(p));
 }
+
+TEST_CASE("kernel model: fused attention runs at the figure of the implementation that runs it", "[kernel_model]")
+{
+  // H100's file gives FlashAttention-2 (its common figure), cuDNN and FlashAttention-3 their own:
+  // on Hopper cuDNN's fused attention is about 1.6 times as fast as FlashAttention-2.
+  const Device h100 = load_device("H100-SXM", "gpu");
+  const auto& model = ComputeModelRegistry::get("kernel", "compute_model");
+  auto seconds      = [&](const Device& d, const std::string& implementation) {
+    Kernel k         = attention_kernel("a", 32, 8192, 128, true, false, 2);
+    k.implementation = implementation;
+    return model.kernel_seconds(k, d, "bf16");
+  };
+  const double fa2 = seconds(h100, "flash-attention-2"), cudnn = seconds(h100, "cudnn"),
+               fa3 = seconds(h100, "flash-attention-3");
+  CHECK(seconds(h100, "") == Approx(fa2)); // the common figure is FlashAttention-2's
+  CHECK(fa2 / cudnn == Approx(0.545 / 0.34).epsilon(0.02));
+  CHECK(fa3 < cudnn);
+  // A device without a figure for an implementation runs it at its common one.
+  const Device a100 = load_device("A100-SXM4-80GB", "gpu");
+  CHECK(seconds(a100, "cudnn") == Approx(seconds(a100, "")));
+}

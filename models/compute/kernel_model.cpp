@@ -55,7 +55,7 @@ double attention_seconds(const Kernel& k, const Device& d, const std::string& pr
   // Short sequences leave the kernel's tiles under-filled.
   double fill   = k.n / (k.n + 256.0);
   double peak   = d.peak(precision == "fp8" ? "bf16" : precision);
-  double math   = k.flops() / (peak * c.attention_efficiency * fill);
+  double math   = k.flops() / (peak * c.attention_efficiency_of(k.implementation) * fill);
   double memory = k.bytes / (d.memory_bandwidth_Bps * c.memory_efficiency);
   return std::max(math, memory) + c.kernel_overhead_s;
 }

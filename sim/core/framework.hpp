@@ -42,11 +42,18 @@ struct FrameworkProfile {
   // each all-gather or reduce-scatter is cut into chunks that the GEMM consumes or produces one
   // at a time, so only one chunk waits in the open. All-gathers are cut into as many chunks as
   // tensor-parallel ranks (a ring exchange); reduce-scatters into tensor_overlap_reduce_chunks.
+  // ZeRO-3 / FSDP: a unit's parameters are fetched synchronously when its forward or backward
+  // begins, so the gather waits for the compute before it and the compute waits for the gather
+  // (false: the next unit's gather is issued as the current one starts, beside its compute).
+  bool parameter_gather_blocks_compute = false;
   // Training precisions whose gradients the framework accumulates and reduces in fp32
   // (training.gradient_precision's default); any other keeps them in the training precision.
   std::vector<std::string> fp32_gradients_for = {};
   bool tensor_comm_overlap          = false;
   double tensor_overlap_reduce_chunks = 1;
+  // The fused-attention implementation the framework calls (training.attention_kernel's
+  // default); empty: the device's common figure.
+  std::string attention_kernel;
   // What each behaviour above was read from: "behaviour: file (function), version".
   std::vector<std::string> sources;
 };

@@ -13,6 +13,9 @@ enum class KernelKind {
   Opaque,    // known only by its FLOPs, not its shape (a layer-list layer given by figures)
 };
 
+// The fused-attention implementations a device calibration may give a figure of its own.
+inline constexpr const char* kAttentionKernels[] = {"flash-attention-2", "flash-attention-3", "cudnn"};
+
 struct Kernel {
   KernelKind kind = KernelKind::Memory;
   std::string name;
@@ -22,6 +25,9 @@ struct Kernel {
   double bytes  = 0;                     // bytes read and written (Memory), or element bytes (Gemm)
   double element_bytes = 2;
   double opaque_flops  = 0;              // Opaque
+  // Attention: the fused implementation that runs it (training.attention_kernel); empty, the
+  // device's common figure.
+  std::string implementation;
 
   // FLOPs the kernel really performs (causal attention skips the masked half).
   double flops() const;

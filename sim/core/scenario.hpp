@@ -84,6 +84,9 @@ struct TrainingSpec {
   // turns on --accumulate-allreduce-grads-in-fp32 for bf16; FSDP takes MixedPrecision's
   // reduce_dtype. Empty: the training precision's own size (what a scenario built in code gets).
   std::string gradient_precision;
+  // The fused-attention implementation (flash attention only): "flash-attention-2",
+  // "flash-attention-3", "cudnn", or empty for the device's common figure; the profile's default.
+  std::string attention_kernel;
   // The framework profile that fills in what the scenario leaves to the framework
   // (sim/core/framework.hpp, workloads/frameworks/).
   std::string framework = kDefaultFramework;
@@ -101,6 +104,10 @@ struct ParallelSpec {
   int zero_stage         = 0;
   double bucket_bytes    = 25e6 * 4; // gradient bucket for the data-parallel all-reduce
   bool overlap_grad_reduce = true;
+  // The distributed optimizer's gather of the updated weights, bucket by bucket as the next
+  // forward first reaches them instead of all at once after the step (Megatron-Core's
+  // --overlap-param-gather; zero_stage 1 or 2).
+  bool overlap_param_gather = false;
   // Layers of each virtual stage (pipeline × virtual_stages entries, in virtual-stage order);
   // empty = the same number everywhere. Llama 3 ran 126 layers on 16 stages with one fewer on
   // the first and the last.

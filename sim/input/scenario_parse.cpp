@@ -5,6 +5,7 @@
 
 #include "sim/input/limits.hpp"
 #include "sim/input/platform_parse.hpp"
+#include "sim/core/kernel.hpp"
 #include "sim/core/rank_order.hpp"
 #include "sim/core/scenario.hpp"
 
@@ -35,6 +36,12 @@ void read_training(JsonReader r, TrainingSpec& t, const FrameworkProfile& framew
   t.recompute         = r.text("recompute", std::string("none"), {"none", "selective", "full"});
   t.attention         = r.text("attention", framework.attention, {"flash", "standard"});
   t.optimizer         = r.text("optimizer", std::string("adam"), {"adam", "sgd"});
+  std::vector<std::string> kernels(std::begin(kAttentionKernels), std::end(kAttentionKernels));
+  if (r.has("attention_kernel") || !framework.attention_kernel.empty())
+    t.attention_kernel = r.text("attention_kernel", framework.attention_kernel, kernels);
+  if (r.has("attention_kernel") && t.attention != "flash")
+    r.problems().add(r.path_of("attention_kernel"),
+                     fmt::format("names a fused-attention kernel, but training.attention is \"{}\"", t.attention));
   const auto& fp32_for   = framework.fp32_gradients_for;
   const bool fp32        = t.precision == "fp32" || t.precision == "tf32" ||
                     std::find(fp32_for.begin(), fp32_for.end(), t.precision) != fp32_for.end();
@@ -89,6 +96,12 @@ void read_parallelism(JsonReader r, ParallelSpec& p, const FrameworkProfile& fra
                      "ZeRO-Offload steps each rank's optimizer shard on the CPU: needs zero_stage 1, 2 or 3, got 0");
   p.bucket_bytes        = r.bytes("bucket_size", framework_bucket_bytes(framework, p, t));
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", framework.overlap_grad_reduce);
+  p.overlap_param_gather = r.boolean("overlap_param_gather", false);
+  if (p.overlap_param_gather && p.zero_stage != 1 && p.zero_stage != 2)
+    r.problems().add(r.path_of("overlap_param_gather"),
+                     fmt::format("overlaps the distributed optimizer's gather of the updated weights: needs zero_stage 1 "
+                                 "or 2, got {}",
+                                 p.zero_stage));
   if (const auto* layers = r.raw("stage_layers"); layers != nullptr && layers->is_string()) {
     p.stage_layers_auto = layers->get<std::string>() == "auto";
     if (!p.stage_layers_auto)

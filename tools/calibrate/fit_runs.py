@@ -9,12 +9,18 @@ runs in configs/validation/ that ran on the device: this program searches the on
 runs, everything else as shipped. The device file's own figure (the best shape of a benchmark) is
 the upper bound of the search.
 
+--half-k K (repeatable) also fits `gemm_half_k`, the K at which a GEMM tile reaches half its
+large-shape efficiency (models/compute/kernel_model.cpp: the small-GEMM effect), over the values
+given: for each, the efficiency is searched as above, and the pair with the lowest MAPE is kept.
+Runs of one device with small and large hidden sizes tell the two figures apart.
+
 --leave-out SOURCE (repeatable; part of a case's id or citation, as `stepsim accuracy --leave-out`
 takes it) fits without that source's cases and then predicts them with the figure so fitted: the
 leave-one-source-out check of issue 16.
 
     python3 tools/calibrate/fit_runs.py --device H100-SXM
     python3 tools/calibrate/fit_runs.py --device H100-SXM --leave-out megatron_core
+    python3 tools/calibrate/fit_runs.py --device H100-SXM --half-k 384 --half-k 768 --half-k 1536
     python3 tools/calibrate/fit_runs.py --device H100-SXM --write   # configs/calibration/H100-SXM.json
 """
 
@@ -52,6 +58,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", required=True)
     ap.add_argument("--leave-out", action="append", default=[])
+    ap.add_argument("--half-k", action="append", type=float, default=[])
     ap.add_argument("--stepsim", default=os.path.join(ROOT, "build", "release", "stepsim"))
     ap.add_argument("--configs", default=os.path.join(ROOT, "configs"))
     ap.add_argument("--write", action="store_true", help="write configs/calibration/DEVICE.json")
@@ -59,7 +66,9 @@ def main():
     a = ap.parse_args()
 
     with open(os.path.join(a.configs, "devices", a.device + ".json")) as f:
-        upper = json.load(f)["calibration"]["gemm_efficiency"]
+        shipped = json.load(f)["calibration"]
+    upper = shipped["gemm_efficiency"]
+    half_ks = a.half_k or [None]  # None: the device file's gemm_half_k
 
     work = tempfile.mkdtemp(prefix="stepsim-fit-")
     try:
@@ -89,33 +98,49 @@ def main():
             sys.exit(f"no published run on {a.device} is left to fit")
         calibration = os.path.join(config_dir, "calibration", a.device + ".json")
 
-        def mape(efficiency, cases_dir=fit_dir):
+        def figures(efficiency, half_k):
+            out = {"device": a.device, "gemm_efficiency": efficiency}
+            if half_k is not None:
+                out["gemm_half_k"] = half_k
+            return out
+
+        def mape(efficiency, half_k, cases_dir=fit_dir):
             with open(calibration, "w") as f:
-                json.dump({"device": a.device, "gemm_efficiency": efficiency}, f)
+                json.dump(figures(efficiency, half_k), f)
             return accuracy(a.stepsim, config_dir, cases_dir)
 
-        # Golden-section search: the MAPE over the runs is unimodal in the one figure.
-        lo, hi = 0.4, upper
-        g = (math.sqrt(5) - 1) / 2
-        x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
-        f1, f2 = mape(x1)["mape_pct"], mape(x2)["mape_pct"]
-        while hi - lo > a.tolerance:
-            if f1 <= f2:
-                hi, x2, f2 = x2, x1, f1
-                x1 = hi - g * (hi - lo)
-                f1 = mape(x1)["mape_pct"]
-            else:
-                lo, x1, f1 = x1, x2, f2
-                x2 = lo + g * (hi - lo)
-                f2 = mape(x2)["mape_pct"]
-        best = round((lo + hi) / 2, 3)
-        report = mape(best)
-        print(f"{a.device}: gemm_efficiency {best} (upper bound {upper}), fitted on {len(fitted)} runs: "
+        def fit_efficiency(half_k):
+            # Golden-section search: the MAPE over the runs is unimodal in the one figure.
+            lo, hi = 0.4, upper
+            g = (math.sqrt(5) - 1) / 2
+            x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+            f1, f2 = mape(x1, half_k)["mape_pct"], mape(x2, half_k)["mape_pct"]
+            while hi - lo > a.tolerance:
+                if f1 <= f2:
+                    hi, x2, f2 = x2, x1, f1
+                    x1 = hi - g * (hi - lo)
+                    f1 = mape(x1, half_k)["mape_pct"]
+                else:
+                    lo, x1, f1 = x1, x2, f2
+                    x2 = lo + g * (hi - lo)
+                    f2 = mape(x2, half_k)["mape_pct"]
+            efficiency = round((lo + hi) / 2, 3)
+            return efficiency, mape(efficiency, half_k)
+
+        fits = []
+        for half_k in half_ks:
+            efficiency, report = fit_efficiency(half_k)
+            if len(half_ks) > 1:
+                print(f"  gemm_half_k {half_k:g}: gemm_efficiency {efficiency}, MAPE {report['mape_pct']:.1f}%")
+            fits.append((report["mape_pct"], half_k, efficiency, report))
+        _, half_k, best, report = min(fits, key=lambda f: f[0])
+        shown_k = f", gemm_half_k {half_k:g}" if half_k is not None else ""
+        print(f"{a.device}: gemm_efficiency {best}{shown_k} (upper bound {upper}), fitted on {len(fitted)} runs: "
               f"MAPE {report['mape_pct']:.1f}%")
         for c in report["cases"]:
             print(f"  fitted    {c['case']:<46} {c['error_pct']:+6.1f}%")
         if held:
-            predicted = mape(best, held_dir)
+            predicted = mape(best, half_k, held_dir)
             print(f"left out {', '.join(a.leave_out)}: {len(held)} runs predicted with that figure: "
                   f"MAPE {predicted['mape_pct']:.1f}%")
             for c in predicted["cases"]:
@@ -124,17 +149,18 @@ def main():
             if held:
                 sys.exit("--write with --leave-out: the shipped figure is fitted on every run")
             out = os.path.join(a.configs, "calibration", a.device + ".json")
+            written = figures(best, half_k)
+            what = "gemm_efficiency" + (" and gemm_half_k" if half_k is not None else "")
+            written["source"] = (
+                f"{what} fitted by tools/calibrate/fit_runs.py on the published {a.device} "
+                f"training runs in configs/validation/ ({', '.join(n[:-5] for n in fitted)}): the "
+                f"GEMM throughput those runs sustain, {best} of the dense peak"
+                + (f", reached at half by a tile at K = {half_k:g} (searched over "
+                   f"{', '.join(f'{k:g}' for k in half_ks)})" if half_k is not None else "")
+                + f", MAPE {report['mape_pct']:.1f}% over them. Upper bound: the device file's {upper} "
+                "(the best shape of a benchmark sweep). The other fields keep the device file's values.")
             with open(out, "w") as f:
-                json.dump({
-                    "device": a.device,
-                    "gemm_efficiency": best,
-                    "source": (f"gemm_efficiency fitted by tools/calibrate/fit_runs.py on the published {a.device} "
-                               f"training runs in configs/validation/ ({', '.join(n[:-5] for n in fitted)}): the "
-                               f"GEMM throughput those runs sustain, {best} of the dense peak, MAPE "
-                               f"{report['mape_pct']:.1f}% over them. Upper bound: the device file's {upper} "
-                               "(the best shape of a benchmark sweep). The other fields keep the device file's "
-                               "values."),
-                }, f, indent=2)
+                json.dump(written, f, indent=2)
                 f.write("\n")
             print(f"wrote {out}")
     finally:

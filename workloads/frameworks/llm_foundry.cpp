@@ -13,7 +13,10 @@ const bool registered = FrameworkRegistry::add(
         .overlap_grad_reduce = true,
         .bucket_parameters = 0,
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
-        .sources = {"attention: scripts/train/yamls/pretrain/mpt-7b.yaml (attn_config.attn_impl flash)",
+        .attention_kernel = "flash-attention-2",
+        .sources = {"attention_kernel: llmfoundry/models/layers/attention.py (flash_attn_fn: flash_attn's "
+                    "flash_attn_varlen_func, FlashAttention-2 from flash-attn 2.x)",
+                    "attention: scripts/train/yamls/pretrain/mpt-7b.yaml (attn_config.attn_impl flash)",
                     "overlap_grad_reduce: fsdp_config FULL_SHARD through PyTorch FSDP's post-backward hooks"}});
 
 } // namespace

@@ -22,7 +22,12 @@ const bool registered = FrameworkRegistry::add(
         // and reduce-scatters with the GEMMs that consume or produce them.
         .tensor_comm_overlap          = true,
         .tensor_overlap_reduce_chunks = 4,
-        .sources = {"fp32_gradients_for: megatron/training/arguments.py "
+        .attention_kernel = "cudnn",
+        .sources = {"attention_kernel: transformer_engine/pytorch/attention (DotProductAttention picks cuDNN fused "
+                    "attention on Hopper when both apply: NeMo docs, memory_optimizations.rst, 'Transformer Engine "
+                    "prefers cuDNN flash attention on Hopper+ architectures, and Tri Dao flash attention on Ampere'; "
+                    "a device without a cuDNN figure runs its common one)",
+                    "fp32_gradients_for: megatron/training/arguments.py "
                     "(validate_args: 'bfloat16 requires gradient accumulation and all-reduce to be done in fp32', "
                     "accumulate_allreduce_grads_in_fp32 = True for bf16); "
                     "megatron/core/distributed/distributed_data_parallel.py (grad_dtype float when grad_reduce_in_fp32)",

@@ -17,7 +17,11 @@ const bool registered = FrameworkRegistry::add(
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
         // Megatron's bf16 runs accumulate and reduce fp32 gradients (main_grad buffers).
         .fp32_gradients_for = {"bf16"},
-        .sources = {"fp32_gradients_for: megatron/training/arguments.py of the Megatron-Core it runs "
+        .attention_kernel = "cudnn",
+        .sources = {"attention_kernel: Transformer Engine under NeMo: cuDNN fused attention on Hopper (NeMo docs, "
+                    "memory_optimizations.rst, 'Transformer Engine prefers cuDNN flash attention on Hopper+ "
+                    "architectures, and Tri Dao flash attention on Ampere')",
+                    "fp32_gradients_for: megatron/training/arguments.py of the Megatron-Core it runs "
                     "(validate_args: 'bfloat16 requires gradient accumulation and all-reduce to be done in fp32', "
                     "accumulate_allreduce_grads_in_fp32 = True for bf16)",
                     "overlap_grad_reduce: NeMo's megatron_gpt_config.yaml (overlap_grad_sync True with the distributed "

@@ -65,6 +65,7 @@ void attention_core(const Scenario& s, const Shape& x, bool backward, std::vecto
   if (s.training.attention == "flash") {
     out.push_back(attention_kernel(backward ? "flash_attention_bwd" : "flash_attention_fwd", bh, seq, x.head_dim,
                                    true, backward, x.e));
+    out.back().implementation = s.training.attention_kernel;
     return;
   }
   // Unfused attention materialises the seq × seq scores: two batched GEMMs around a fused

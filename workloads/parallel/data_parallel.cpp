@@ -15,8 +15,12 @@ DataParallelPlan data_parallel_plan(const Scenario& s, int members)
   plan.reduce_every_micro_batch = p.zero_stage >= 2;
   plan.gather_parameters        = p.zero_stage >= 3 && plan.replicas;
   plan.gather_for_backward      = plan.gather_parameters && p.reshard_after_forward;
+  plan.gather_blocks_compute =
+      FrameworkRegistry::get(s.training.framework, "training.framework").parameter_gather_blocks_compute;
   plan.host_cache               = plan.gather_for_backward && p.host_cache;
-  plan.gather_updated_weights   = (p.zero_stage == 1 || p.zero_stage == 2) && plan.replicas;
+  const bool distributed_optimizer = (p.zero_stage == 1 || p.zero_stage == 2) && plan.replicas;
+  plan.gather_updated_weights   = distributed_optimizer && !p.overlap_param_gather;
+  plan.gather_at_first_use      = distributed_optimizer && p.overlap_param_gather;
   plan.offload_optimizer        = p.offload_optimizer;
   // Gradients are reduced as they are accumulated: training.gradient_precision.
   plan.gradient_bytes  = gradient_element_bytes(s.training.precision, s.training.gradient_precision);
@@ -118,8 +122,12 @@ TaskId DataParallelLowering::gather(int index, TaskId issue_after)
 
 TaskId DataParallelLowering::unit_parameters(int index, TaskId previous)
 {
-  if (!plan_.gather_parameters)
+  if (!plan_.gather_parameters && !plan_.gather_at_first_use)
     return ProgramBuilder::kNone;
+  // A framework that fetches synchronously issues each unit's gather when the compute before it
+  // has finished, and the unit's compute waits for it: nothing is prefetched.
+  if (plan_.gather_blocks_compute)
+    return gather(index, previous);
   // A pass's first unit is issued as soon as the gather stream is free (after the previous
   // pass's prefetches); every later one when the unit before it starts computing.
   const TaskId mine = gather(index, ProgramBuilder::kNone);

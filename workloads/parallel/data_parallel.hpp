@@ -35,8 +35,10 @@ struct DataParallelPlan {
   bool reduce_every_micro_batch = false; // ZeRO 2/3: sharded gradients, reduced as produced
   bool gather_parameters      = false; // ZeRO 3 / FSDP
   bool gather_for_backward    = false; // reshard_after_forward
+  bool gather_blocks_compute  = false; // the framework fetches each unit synchronously: no prefetch
   bool host_cache             = false; // FCDP
-  bool gather_updated_weights = false; // ZeRO 1/2 distributed optimizer
+  bool gather_updated_weights = false; // ZeRO 1/2 distributed optimizer, after the step
+  bool gather_at_first_use    = false; // ZeRO 1/2 with overlap_param_gather: per unit, at its first forward
   bool offload_optimizer      = false; // ZeRO-Offload
   double gradient_bytes       = 2;     // per element, as reduced
   double parameter_bytes      = 2;     // per element, as gathered and computed with

@@ -114,6 +114,7 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
                      "expected a fraction below 1 (compute takes 1/(1-f) times as long beside a collective)");
   c.source               = r.text("source", c.source);
   r.raw("fit");
+  r.raw("fitted_on"); // the published runs a figure was fitted on (stepsim accuracy --leave-out refits it)
   r.raw("comm_compute_interference_source");
   r.raw("notes");
   r.raw("device");

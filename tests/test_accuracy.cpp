@@ -128,3 +128,35 @@ TEST_CASE("accuracy: --leave-out reports a source's cases as held out, and refus
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("no-such-source") != std::string::npos);
 }
+
+TEST_CASE("accuracy: --leave-out refits a figure fitted on the held-out runs without them", "[accuracy]")
+{
+  // Three of the H100 runs the H100 GEMM figure is fitted on (configs/calibration/H100-SXM.json,
+  // "fitted_on"): holding out Llama 3 refits the figure on the two Megatron-Core runs left.
+  namespace fs      = std::filesystem;
+  const fs::path in = fs::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
+  const fs::path dir = fs::path(stepsim::testing::write_temp_file("refit.keep", "")).parent_path() / "refit";
+  fs::create_directories(dir);
+  for (const char* id : {"megatron_core_h100_weak_1.7B", "megatron_core_h100_weak_16B", "llama3_405b_8192gpu_cp1_seq8192"})
+    fs::copy_file(in / (std::string(id) + ".json"), dir / (std::string(id) + ".json"),
+                  fs::copy_options::overwrite_existing);
+  const nlohmann::json shipped = accuracy_report(dir.string());
+  const nlohmann::json r       = accuracy_report(dir.string() + " --leave-out llama3");
+  const auto& l                = r["left_out"];
+  REQUIRE(l["refitted"].get<bool>());
+  REQUIRE(l["refits"].size() == 1);
+  CHECK(l["refits"][0]["devices"][0] == "H100-SXM");
+  CHECK(l["refits"][0]["fitted_on_runs"].get<int>() == 2);
+  const double refitted = l["refits"][0]["refitted"].get<double>();
+  CHECK(refitted >= 0.4);
+  CHECK(refitted <= 0.803); // the device file's figure bounds the search
+  CHECK(refitted != Approx(l["refits"][0]["shipped"].get<double>()).margin(0.003));
+  // The held-out run is predicted with the refitted figure: not as shipped.
+  double shipped_llama = 0;
+  for (const auto& c : shipped["cases"])
+    if (c["case"] == "llama3_405b_8192gpu_cp1_seq8192")
+      shipped_llama = c["error_pct"].get<double>();
+  REQUIRE(l["predicted"].size() == 1);
+  CHECK(l["predicted"][0]["error_pct"].get<double>() != Approx(shipped_llama).margin(0.1));
+  CHECK(l["kept_cases"].get<int>() == 2);
+}

@@ -150,6 +150,7 @@ def main():
                 sys.exit("--write with --leave-out: the shipped figure is fitted on every run")
             out = os.path.join(a.configs, "calibration", a.device + ".json")
             written = figures(best, half_k)
+            written["fitted_on"] = [n[:-5] for n in fitted]  # what `stepsim accuracy --leave-out` refits on
             what = "gemm_efficiency" + (" and gemm_half_k" if half_k is not None else "")
             written["source"] = (
                 f"{what} fitted by tools/calibrate/fit_runs.py on the published {a.device} "

@@ -7,6 +7,7 @@
 #include "models/device.hpp"
 #include "sim/input/json_reader.hpp"
 #include "sim/simulate.hpp"
+#include "tools/stepsim/calibration_override.hpp"
 #include "tools/stepsim/command.hpp"
 
 #include <fmt/format.h>
@@ -17,6 +18,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 
 namespace stepsim {
 namespace {
@@ -214,42 +217,125 @@ bool from_source(const CaseResult& c, const std::string& source)
   return lower(c.id).find(name) != std::string::npos || lower(c.citation).find(name) != std::string::npos;
 }
 
-// --leave-out: the cases of the named sources, held out and reported apart. The figures fitted on
-// published runs are per-device GEMM efficiencies (configs/calibration/DEVICE.json); this command
-// does not refit them (tools/calibrate/fit_runs.py --leave-out does, and predicts the held-out
-// runs with the refitted figure), so it reports the held-out cases' error under the shipped
-// calibration, and says so ("refitted": false).
+// --leave-out: the cases of the named sources, held out and reported apart. A figure fitted on
+// published runs (a calibration file's "fitted_on" list: the GEMM efficiencies of
+// configs/calibration/) is refitted without the held-out runs it was fitted on, by the search
+// tools/calibrate/fit_runs.py runs, and the held-out runs are predicted with the refitted figure.
+// Devices whose files list the same runs share one figure (the A100's two memory sizes) and are
+// refitted together. A held-out run no figure was fitted on is predicted as shipped.
+struct Refit {
+  std::vector<std::string> devices;
+  double shipped = 0, refitted = 0;
+  int fitted_on = 0; // runs the refitted figure is fitted on
+};
+
 struct LeaveOut {
   std::vector<std::string> sources;
   double held_out_mape = 0, kept_mape = 0;
   int held_out = 0, kept = 0;
+  std::vector<Refit> refits;
+  std::vector<CaseResult> predicted; // the held-out cases, with the refitted figures
 };
 
-LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::string>& sources)
+double mape_of(const std::vector<CaseResult>& cases)
 {
-  LeaveOut l{sources, 0, 0, 0, 0};
+  double sum = 0;
+  for (const auto& c : cases)
+    sum += std::abs(c.error_pct);
+  return cases.empty() ? 0 : sum / static_cast<double>(cases.size());
+}
+
+LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::string>& sources, bool quiet)
+{
+  LeaveOut l{sources, 0, 0, 0, 0, {}, {}};
   for (const auto& source : sources)
     if (std::none_of(cases.begin(), cases.end(), [&](const CaseResult& c) { return from_source(c, source); }))
       throw InputError({fmt::format("--leave-out: no case's id or citation names \"{}\"", source)});
+  std::set<std::string> held;
+  std::vector<CaseResult> kept;
   for (const auto& c : cases) {
-    const bool held = std::any_of(sources.begin(), sources.end(), [&](const std::string& s) { return from_source(c, s); });
-    (held ? l.held_out_mape : l.kept_mape) += std::abs(c.error_pct);
-    ++(held ? l.held_out : l.kept);
+    const bool out = std::any_of(sources.begin(), sources.end(), [&](const std::string& s) { return from_source(c, s); });
+    if (out) {
+      held.insert(c.id);
+      l.predicted.push_back(c);
+    } else
+      kept.push_back(c);
   }
-  l.held_out_mape /= std::max(1, l.held_out);
-  l.kept_mape /= std::max(1, l.kept);
+  // The fitted figures, one per list of runs, with the devices that share it.
+  std::map<std::vector<std::string>, Refit> figures;
+  std::map<std::vector<std::string>, double> upper;
+  for (const auto& name : device_names()) {
+    const FittedFigure f = fitted_figure(name);
+    if (f.fitted_on.empty())
+      continue;
+    Refit& r   = figures[f.fitted_on];
+    r.shipped  = f.gemm_efficiency;
+    r.devices.push_back(name);
+    upper[f.fitted_on] = f.upper_bound;
+  }
+  std::optional<CalibrationOverride> override_calibration; // made at the first figure to refit
+  for (auto& [runs, refit] : figures) {
+    if (std::none_of(runs.begin(), runs.end(), [&](const std::string& id) { return held.count(id) > 0; }))
+      continue; // fitted on none of the held-out runs
+    std::vector<std::string> files;
+    for (const auto& c : kept)
+      if (std::find(runs.begin(), runs.end(), c.id) != runs.end())
+        files.push_back(c.file);
+    if (files.empty())
+      throw InputError({fmt::format("--leave-out: every run the {} figure is fitted on is held out; nothing is left "
+                                    "to fit it on",
+                                    refit.devices.front())});
+    if (!override_calibration)
+      override_calibration.emplace();
+    auto set = [&](double efficiency) {
+      for (const auto& d : refit.devices)
+        override_calibration->set(d, efficiency);
+    };
+    auto mape_at = [&](double efficiency) {
+      set(efficiency);
+      std::vector<CaseResult> fit;
+      for (const auto& f : files)
+        fit.push_back(run_case(f));
+      return mape_of(fit);
+    };
+    refit.refitted  = golden_section_minimum(mape_at, 0.4, upper[runs], 0.002);
+    refit.fitted_on = static_cast<int>(files.size());
+    set(refit.refitted);
+    for (auto& c : l.predicted)
+      if (std::find(refit.devices.begin(), refit.devices.end(), c.device) != refit.devices.end())
+        c = run_case(c.file);
+    if (!quiet)
+      fmt::print(stderr, "refitted {} gemm_efficiency without the held-out runs: {} (shipped {}) on {} runs\n",
+                 refit.devices.front(), refit.refitted, refit.shipped, refit.fitted_on);
+    l.refits.push_back(refit);
+  }
+  l.held_out      = static_cast<int>(l.predicted.size());
+  l.kept          = static_cast<int>(kept.size());
+  l.held_out_mape = mape_of(l.predicted);
+  l.kept_mape     = mape_of(kept);
   return l;
 }
 
 std::string leave_out_line(const LeaveOut& l)
 {
-  std::string names;
+  std::string names, refits;
   for (const auto& s : l.sources)
     names += (names.empty() ? "" : ", ") + s;
-  return fmt::format("  left out {}: {:.1f}% over {} cases under the shipped calibration (not refitted here: "
-                     "tools/calibrate/fit_runs.py --leave-out refits a device's GEMM figure without them); the other "
-                     "{} cases {:.1f}%\n",
-                     names, l.held_out_mape, l.held_out, l.kept, l.kept_mape);
+  for (const auto& r : l.refits) {
+    std::string devices;
+    for (const auto& d : r.devices)
+      devices += (devices.empty() ? "" : "/") + d;
+    refits += fmt::format("{}{} gemm_efficiency {} (shipped {}, refitted on {} runs)", refits.empty() ? "" : "; ",
+                          devices, r.refitted, r.shipped, r.fitted_on);
+  }
+  std::string out = fmt::format("  left out {}: {:.1f}% over {} cases, {}; the other {} cases {:.1f}%\n", names,
+                                l.held_out_mape, l.held_out,
+                                l.refits.empty() ? "as shipped (no fitted figure was fitted on them)"
+                                                 : "predicted with " + refits,
+                                l.kept, l.kept_mape);
+  for (const auto& c : l.predicted)
+    out += fmt::format("    predicted {:<46} {:+6.1f}%\n", c.id, c.error_pct);
+  return out;
 }
 
 int accuracy(const AccuracyOptions& o)
@@ -273,14 +359,22 @@ int accuracy(const AccuracyOptions& o)
   }
   Summary sum = summarise(cases);
   const bool held = !o.leave_out.empty();
-  const LeaveOut l = held ? leave_out(cases, o.leave_out) : LeaveOut{};
+  const LeaveOut l = held ? leave_out(cases, o.leave_out, o.quiet) : LeaveOut{};
   if (!o.markdown_out.empty())
     write_text_file(o.markdown_out, markdown_table(cases, sum));
   if (!o.json_out.empty()) {
     nlohmann::json j = json_report(cases, sum);
-    if (held)
-      j["left_out"] = {{"sources", l.sources},     {"mape_pct", l.held_out_mape}, {"cases", l.held_out},
-                       {"kept_mape_pct", l.kept_mape}, {"kept_cases", l.kept},     {"refitted", false}};
+    if (held) {
+      j["left_out"] = {{"sources", l.sources},         {"mape_pct", l.held_out_mape}, {"cases", l.held_out},
+                       {"kept_mape_pct", l.kept_mape}, {"kept_cases", l.kept},       {"refitted", !l.refits.empty()}};
+      for (const auto& r : l.refits)
+        j["left_out"]["refits"].push_back({{"devices", r.devices},
+                                           {"shipped", r.shipped},
+                                           {"refitted", r.refitted},
+                                           {"fitted_on_runs", r.fitted_on}});
+      for (const auto& c : l.predicted)
+        j["left_out"]["predicted"].push_back({{"case", c.id}, {"predicted", c.predicted}, {"error_pct", c.error_pct}});
+    }
     write_text_file(o.json_out, j.dump(2) + "\n");
   }
   if (!o.quiet)

@@ -1,0 +1,99 @@
+#include "tools/stepsim/calibration_override.hpp"
+
+#include "models/device.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/input/json_reader.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace stepsim {
+
+namespace fs = std::filesystem;
+
+FittedFigure fitted_figure(const std::string& device)
+{
+  FittedFigure f;
+  f.device          = device;
+  const fs::path calibration = fs::path(config_dir()) / "calibration" / (device + ".json");
+  std::error_code ec;
+  if (!fs::exists(calibration, ec))
+    return f;
+  const nlohmann::json c = read_json_file(calibration.string());
+  if (!c.contains("fitted_on") || !c["fitted_on"].is_array() || !c.contains("gemm_efficiency"))
+    return f;
+  for (const auto& id : c["fitted_on"])
+    if (id.is_string())
+      f.fitted_on.push_back(id.get<std::string>());
+  f.gemm_efficiency = c["gemm_efficiency"].get<double>();
+  const nlohmann::json d = read_json_file((fs::path(config_dir()) / "devices" / (device + ".json")).string());
+  if (d.contains("calibration") && d["calibration"].contains("gemm_efficiency"))
+    f.upper_bound = d["calibration"]["gemm_efficiency"].get<double>();
+  return f;
+}
+
+CalibrationOverride::CalibrationOverride() : shipped_(config_dir())
+{
+  if (const char* env = std::getenv("STEPSIM_CONFIG_DIR"); env != nullptr) {
+    had_env_      = true;
+    previous_env_ = env;
+  }
+  std::string pattern = (fs::temp_directory_path() / "stepsim-refit-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr)
+    throw InputError({fmt::format("--leave-out: cannot make a temporary folder under {}",
+                                  fs::temp_directory_path().string())});
+  dir_ = pattern;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(shipped_, ec))
+    if (entry.path().filename() != "calibration")
+      fs::create_directory_symlink(fs::absolute(entry.path()), fs::path(dir_) / entry.path().filename(), ec);
+  fs::copy(fs::path(shipped_) / "calibration", fs::path(dir_) / "calibration", fs::copy_options::recursive, ec);
+  if (ec)
+    throw InputError({fmt::format("--leave-out: cannot copy {}/calibration: {}", shipped_, ec.message())});
+  setenv("STEPSIM_CONFIG_DIR", dir_.c_str(), 1);
+}
+
+CalibrationOverride::~CalibrationOverride()
+{
+  if (had_env_)
+    setenv("STEPSIM_CONFIG_DIR", previous_env_.c_str(), 1);
+  else
+    unsetenv("STEPSIM_CONFIG_DIR");
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+void CalibrationOverride::set(const std::string& device, double gemm_efficiency)
+{
+  const fs::path shipped = fs::path(shipped_) / "calibration" / (device + ".json");
+  nlohmann::json c       = read_json_file(shipped.string());
+  c["gemm_efficiency"]   = gemm_efficiency;
+  std::ofstream out(fs::path(dir_) / "calibration" / (device + ".json"));
+  out << c.dump(2) << "\n";
+}
+
+double golden_section_minimum(const std::function<double(double)>& f, double lo, double hi, double tolerance)
+{
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
+  double f1 = f(x1), f2 = f(x2);
+  while (hi - lo > tolerance) {
+    if (f1 <= f2) {
+      hi = x2, x2 = x1, f2 = f1;
+      x1 = hi - g * (hi - lo);
+      f1 = f(x1);
+    } else {
+      lo = x1, x1 = x2, f1 = f2;
+      x2 = lo + g * (hi - lo);
+      f2 = f(x2);
+    }
+  }
+  return std::round((lo + hi) / 2 * 1000) / 1000;
+}
+
+} // namespace stepsim

@@ -1,0 +1,46 @@
+// A device's GEMM figure set to another value for the cases simulated while the override lives:
+// `stepsim accuracy --leave-out` refits the figures fitted on published runs without the held-out
+// runs (the C++ form of tools/calibrate/fit_runs.py). The override is a temporary copy of the
+// configuration folder, every entry linked as shipped but calibration/, whose DEVICE.json has
+// the new gemm_efficiency, and STEPSIM_CONFIG_DIR points at it until the override ends.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+// A calibration file's figure fitted on published runs: its "fitted_on" list of case ids.
+struct FittedFigure {
+  std::string device;
+  double gemm_efficiency = 0;
+  double upper_bound     = 1; // the device file's own figure (the best shape of a benchmark)
+  std::vector<std::string> fitted_on;
+};
+
+// The fitted figure of `device` in config_dir()/calibration, or none (an empty fitted_on) where
+// its calibration file names no runs it was fitted on.
+FittedFigure fitted_figure(const std::string& device);
+
+class CalibrationOverride {
+public:
+  CalibrationOverride();
+  ~CalibrationOverride();
+  CalibrationOverride(const CalibrationOverride&)            = delete;
+  CalibrationOverride& operator=(const CalibrationOverride&) = delete;
+  // From now on, `device` runs at `gemm_efficiency` (its other calibration figures as shipped).
+  void set(const std::string& device, double gemm_efficiency);
+
+private:
+  std::string shipped_; // the configuration folder the override copies
+  std::string dir_;     // the temporary copy
+  std::string previous_env_;
+  bool had_env_ = false;
+};
+
+// The x in [lo, hi] that minimises a unimodal f, to within `tolerance` (golden-section search, as
+// fit_runs.py runs it), rounded to three decimals.
+double golden_section_minimum(const std::function<double(double)>& f, double lo, double hi, double tolerance);
+
+} // namespace stepsim

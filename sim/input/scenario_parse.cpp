@@ -42,11 +42,13 @@ void read_training(JsonReader r, TrainingSpec& t, const FrameworkProfile& framew
   if (r.has("attention_kernel") && t.attention != "flash")
     r.problems().add(r.path_of("attention_kernel"),
                      fmt::format("names a fused-attention kernel, but training.attention is \"{}\"", t.attention));
-  const auto& fp32_for   = framework.fp32_gradients_for;
-  const bool fp32        = t.precision == "fp32" || t.precision == "tf32" ||
+  // Gradients as the framework keeps them: fp32 where the profile says so for this precision
+  // (Megatron's bf16), else the training precision's own (16-bit for fp8 runs).
+  const auto& fp32_for = framework.fp32_gradients_for;
+  const bool fp32      = t.precision == "fp32" || t.precision == "tf32" ||
                     std::find(fp32_for.begin(), fp32_for.end(), t.precision) != fp32_for.end();
-  t.gradient_precision = r.text("gradient_precision", fp32 ? std::string("fp32") : t.precision == "fp8" ? std::string("bf16") : t.precision,
-                                {"fp32", "bf16", "fp16"});
+  const std::string gradients = fp32 ? "fp32" : t.precision == "fp8" ? "bf16" : t.precision;
+  t.gradient_precision        = r.text("gradient_precision", gradients, {"fp32", "bf16", "fp16"});
   r.reject_unknown_keys();
 }
 

@@ -53,7 +53,7 @@ struct FrameworkProfile {
   double tensor_overlap_reduce_chunks = 1;
   // The fused-attention implementation the framework calls (training.attention_kernel's
   // default); empty: the device's common figure.
-  std::string attention_kernel;
+  std::string attention_kernel = "";
   // What each behaviour above was read from: "behaviour: file (function), version".
   std::vector<std::string> sources;
 };

@@ -151,28 +151,45 @@ TEST_CASE("the replayed transfers of a rank carry the closed-form bytes: ZeRO-3 
   CHECK(zero3 == Approx(1.5 * plain).epsilon(1e-6));
 }
 
+namespace {
+
+// The second micro-batch's forward on the first simulated rank: when each parameter gather
+// starts and ends, when each layer's attention starts and its MLP ends; and the step's
+// communication and exposed communication.
+nlohmann::json forward_timeline(const nlohmann::json& j)
+{
+  return testing::in_child([&] {
+    Timeline tl;
+    const Report r      = simulate(scenario_from_json(j), &tl);
+    nlohmann::json seen = {{"gathers", nlohmann::json::array()}, {"gather_ends", nlohmann::json::array()},
+                           {"layers", nlohmann::json::array()},  {"layer_ends", nlohmann::json::array()}};
+    for (const auto& i : tl.ranks.front().intervals) {
+      if (i.pass != Pass::Forward || i.micro_batch != 1)
+        continue;
+      if (i.stream == Stream::ParamGather) {
+        seen["gathers"].push_back(i.start_s);
+        seen["gather_ends"].push_back(i.end_s);
+      }
+      if (i.stream == Stream::Compute && i.work == "attention_forward")
+        seen["layers"].push_back(i.start_s);
+      if (i.stream == Stream::Compute && i.work == "mlp_forward")
+        seen["layer_ends"].push_back(i.end_s);
+    }
+    seen["exposed"] = r.exposed_comm_s;
+    seen["comm"]    = r.comm_s;
+    return seen;
+  });
+}
+
+} // namespace
+
 TEST_CASE("ZeRO-3 issues the gather of unit i+1 when unit i starts computing", "[data_parallel][fsdp]")
 {
   // A network slow enough that gathers matter.
   auto j = dp_scenario(4, 2, {{"zero_stage", 3}});
   j["platform"]["node_groups"][0]["nic"]["bandwidth"] = "25GBps";
   j["platform"]["node_groups"][0]["nic"]["latency"]   = "2us";
-  const auto out = testing::in_child([&] {
-    Timeline tl;
-    const Report r = simulate(scenario_from_json(j), &tl);
-    nlohmann::json starts = {{"gathers", nlohmann::json::array()}, {"layers", nlohmann::json::array()}};
-    for (const auto& i : tl.ranks.front().intervals) {
-      if (i.pass != Pass::Forward || i.micro_batch != 1)
-        continue;
-      if (i.stream == Stream::ParamGather)
-        starts["gathers"].push_back(i.start_s);
-      if (i.stream == Stream::Compute && i.work == "attention_forward")
-        starts["layers"].push_back(i.start_s);
-    }
-    starts["exposed"] = r.exposed_comm_s;
-    starts["comm"]    = r.comm_s;
-    return starts;
-  });
+  const auto out = forward_timeline(j);
   const auto gathers = out["gathers"].get<std::vector<double>>(); // embedding, layer 0 .. 3
   const auto layers  = out["layers"].get<std::vector<double>>();
   REQUIRE(gathers.size() == 5);
@@ -194,27 +211,7 @@ TEST_CASE("DeepSpeed ZeRO-3 (2021) fetches each unit synchronously: a gather sta
   j["platform"]["node_groups"][0]["nic"]["latency"]   = "2us";
   j["training"]["framework"]                          = "deepspeed-zero3";
   j["training"]["attention"]                          = "flash"; // only the gathers differ from FSDP's
-  const auto out = testing::in_child([&] {
-    Timeline tl;
-    const Report r = simulate(scenario_from_json(j), &tl);
-    nlohmann::json seen = {{"gathers", nlohmann::json::array()}, {"gather_ends", nlohmann::json::array()},
-                           {"layers", nlohmann::json::array()}, {"layer_ends", nlohmann::json::array()}};
-    for (const auto& i : tl.ranks.front().intervals) {
-      if (i.pass != Pass::Forward || i.micro_batch != 1)
-        continue;
-      if (i.stream == Stream::ParamGather) {
-        seen["gathers"].push_back(i.start_s);
-        seen["gather_ends"].push_back(i.end_s);
-      }
-      if (i.stream == Stream::Compute && i.work == "attention_forward")
-        seen["layers"].push_back(i.start_s);
-      if (i.stream == Stream::Compute && i.work == "mlp_forward")
-        seen["layer_ends"].push_back(i.end_s);
-    }
-    seen["exposed"] = r.exposed_comm_s;
-    seen["comm"]    = r.comm_s;
-    return seen;
-  });
+  const auto out = forward_timeline(j);
   const auto gathers     = out["gathers"].get<std::vector<double>>(); // embedding, layer 0 .. 3
   const auto gather_ends = out["gather_ends"].get<std::vector<double>>();
   const auto layers      = out["layers"].get<std::vector<double>>();

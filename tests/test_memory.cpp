@@ -26,6 +26,36 @@ Scenario zero_scenario(int zero, int data)
   return scenario_from_json(j);
 }
 
+// One layer's sizes on small_scenario's single GPU: s tokens, hidden h, a heads, micro-batch b
+// (the whole batch).
+nlohmann::json layer_scenario(int s, int h, int a, int b)
+{
+  auto j                             = testing::small_scenario(1, 1, 1);
+  j["model"]["seq_length"]           = s;
+  j["model"]["hidden_size"]          = h;
+  j["model"]["num_attention_heads"]  = a;
+  j["training"]["micro_batch_size"]  = b;
+  j["training"]["global_batch_size"] = b;
+  return j;
+}
+
+// Calls check(t, sp) with j set to each tensor degree in `tensors` (on as many GPUs), with and
+// without sequence parallelism (which needs t > 1).
+template <typename Check>
+void for_each_tensor_layout(nlohmann::json& j, std::initializer_list<int> tensors, Check check)
+{
+  for (int t : tensors) {
+    j["parallelism"]["tensor"]               = t;
+    j["platform"]["node_groups"][0]["count"] = t;
+    for (bool sp : {false, true}) {
+      if (sp && t == 1)
+        continue;
+      j["parallelism"]["sequence_parallel"] = sp;
+      check(t, sp);
+    }
+  }
+}
+
 } // namespace
 
 TEST_CASE("weights + gradients + optimizer follow the ZeRO paper's accounting per stage", "[memory][zero]")
@@ -86,39 +116,27 @@ TEST_CASE("FSDP without resharding holds the stage's gathered weights, and ZeRO-
 TEST_CASE("activation bytes per layer follow Korthikanti et al. 2022", "[memory][activations]")
 {
   // s, b, h, a as in the paper; t tensor-parallel ranks. Bytes with 16-bit activations.
-  auto j                              = testing::small_scenario(1, 1, 1);
-  j["model"]["seq_length"]            = 2048;
-  j["model"]["hidden_size"]           = 4096;
-  j["model"]["num_attention_heads"]   = 32;
-  j["training"]["micro_batch_size"]   = 2;
-  j["training"]["global_batch_size"]  = 2;
+  auto j                                   = layer_scenario(2048, 4096, 32, 2);
   j["platform"]["node_groups"][0]["count"] = 8;
   const double sq = 2048, b = 2, h = 4096, a = 32, sbh = sq * b * h, scores = 5 * a * sq / h;
-  for (int t : {1, 2, 4, 8}) {
-    j["parallelism"]["tensor"] = t;
-    j["platform"]["node_groups"][0]["count"] = t;
-    for (bool sp : {false, true}) {
-      if (sp && t == 1)
-        continue;
-      j["parallelism"]["sequence_parallel"] = sp;
-      auto bytes = [&](const char* recompute, const char* attention) {
-        j["training"]["recompute"] = recompute;
-        j["training"]["attention"] = attention;
-        return layer_activation_bytes(scenario_from_json(j));
-      };
-      INFO("t " << t << " sequence parallel " << sp);
-      // No recompute, unfused attention: table 2 rows "tensor parallel (baseline)" and "+ sequence parallel".
-      CHECK(bytes("none", "standard") == Approx(sp ? sbh / t * (34 + scores) : sbh * (10 + 24.0 / t + scores / t)).epsilon(0.01));
-      // Fused attention never writes the scores, softmax output and dropout mask: the 5as/h term goes.
-      CHECK(bytes("none", "flash") == Approx(sp ? sbh / t * 34 : sbh * (10 + 24.0 / t)).epsilon(0.01));
-      // Selective recompute re-runs the attention core: "+ selective activation recompute" rows.
-      for (const char* attention : {"standard", "flash"})
-        CHECK(bytes("selective", attention) == Approx(sp ? sbh * 34 / t : sbh * (10 + 24.0 / t)).epsilon(0.01));
-      // Full recompute keeps each layer's 16-bit input, 2sbh (split over t with sequence parallelism,
-      // as Megatron stores it).
-      CHECK(bytes("full", "standard") == Approx(sp ? 2 * sbh / t : 2 * sbh).epsilon(0.01));
-    }
-  }
+  for_each_tensor_layout(j, {1, 2, 4, 8}, [&](int t, bool sp) {
+    auto bytes = [&](const char* recompute, const char* attention) {
+      j["training"]["recompute"] = recompute;
+      j["training"]["attention"] = attention;
+      return layer_activation_bytes(scenario_from_json(j));
+    };
+    INFO("t " << t << " sequence parallel " << sp);
+    // No recompute, unfused attention: table 2 rows "tensor parallel (baseline)" and "+ sequence parallel".
+    CHECK(bytes("none", "standard") == Approx(sp ? sbh / t * (34 + scores) : sbh * (10 + 24.0 / t + scores / t)).epsilon(0.01));
+    // Fused attention never writes the scores, softmax output and dropout mask: the 5as/h term goes.
+    CHECK(bytes("none", "flash") == Approx(sp ? sbh / t * 34 : sbh * (10 + 24.0 / t)).epsilon(0.01));
+    // Selective recompute re-runs the attention core: "+ selective activation recompute" rows.
+    for (const char* attention : {"standard", "flash"})
+      CHECK(bytes("selective", attention) == Approx(sp ? sbh * 34 / t : sbh * (10 + 24.0 / t)).epsilon(0.01));
+    // Full recompute keeps each layer's 16-bit input, 2sbh (split over t with sequence parallelism,
+    // as Megatron stores it).
+    CHECK(bytes("full", "standard") == Approx(sp ? 2 * sbh / t : 2 * sbh).epsilon(0.01));
+  });
   // The paper's example (section 4.1, GPT-3 175B: s=2048, b=1, h=12288, a=96, t=8): scores
   // dominate without sequence parallelism or recompute.
   const double big_sbh = 2048.0 * 12288, big_scores = 5 * 96 * 2048.0 / 12288;
@@ -133,36 +151,24 @@ TEST_CASE("activation bytes count grouped-query attention, SwiGLU, the FFN width
   // out here (bytes per s·b·h): norm inputs 4, QKV input 2, Q 2, K and V 2·g/a each, the output
   // projection's input 2, fc1's input 2, the activation's input (GeLU 2f/h, SwiGLU gate and up
   // 4f/h), fc2's input 2f/h, and one byte per dropout mask (two per layer).
-  auto j                             = testing::small_scenario(1, 1, 1);
-  j["model"]["seq_length"]           = 4096;
-  j["model"]["hidden_size"]          = 4096;
-  j["model"]["num_attention_heads"]  = 32;
-  j["model"]["num_query_groups"]     = 8;
-  j["model"]["ffn_hidden_size"]      = 14336;
-  j["model"]["mlp"]                  = "swiglu";
-  j["model"]["norm"]                 = "rmsnorm";
-  j["training"]["micro_batch_size"]  = 1;
-  j["training"]["global_batch_size"] = 1;
-  j["training"]["attention"]         = "flash";
+  auto j                            = layer_scenario(4096, 4096, 32, 1);
+  j["model"]["num_query_groups"]    = 8;
+  j["model"]["ffn_hidden_size"]     = 14336;
+  j["model"]["mlp"]                 = "swiglu";
+  j["model"]["norm"]                = "rmsnorm";
+  j["training"]["attention"]        = "flash";
   const double sbh = 4096.0 * 4096, f = 14336.0 / 4096, kv = 8.0 / 32;
-  for (int t : {1, 4}) {
-    j["parallelism"]["tensor"]               = t;
-    j["platform"]["node_groups"][0]["count"] = t;
-    for (bool sp : {false, true}) {
-      if (sp && t == 1)
-        continue;
-      j["parallelism"]["sequence_parallel"] = sp;
-      for (double dropout : {0.0, 0.1}) {
-        j["model"]["dropout"] = dropout;
-        const double masks    = dropout > 0 ? 2 : 0;
-        const double whole    = 4 + 2 + 2 + masks;
-        const double sharded  = 2 + 4 * kv + 2 + 4 * f + 2 * f;
-        INFO("t " << t << " sequence parallel " << sp << " dropout " << dropout);
-        CHECK(layer_activation_bytes(scenario_from_json(j)) ==
-              Approx(sp ? sbh / t * (whole + sharded) : sbh * (whole + sharded / t)).epsilon(1e-9));
-      }
+  for_each_tensor_layout(j, {1, 4}, [&](int t, bool sp) {
+    for (double dropout : {0.0, 0.1}) {
+      j["model"]["dropout"] = dropout;
+      const double masks    = dropout > 0 ? 2 : 0;
+      const double whole    = 4 + 2 + 2 + masks;
+      const double sharded  = 2 + 4 * kv + 2 + 4 * f + 2 * f;
+      INFO("t " << t << " sequence parallel " << sp << " dropout " << dropout);
+      CHECK(layer_activation_bytes(scenario_from_json(j)) ==
+            Approx(sp ? sbh / t * (whole + sharded) : sbh * (whole + sharded / t)).epsilon(1e-9));
     }
-  }
+  });
   // A model without dropout keeps less than the same model with it, by the two masks.
   j["parallelism"]["tensor"]               = 1;
   j["parallelism"]["sequence_parallel"]    = false;

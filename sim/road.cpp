@@ -68,7 +68,7 @@ Workload cost_workload(const Scenario& s, const JobPlan& job, const CollectiveAl
   return workload;
 }
 
-StepReplay replay_step(const Scenario& s, const JobPlan& job, const Workload& workload,
+StepReplay replay_step(const Scenario& s, const JobPlan& job, Workload& workload,
                        const CollectiveAlgorithm& collectives, int link_count)
 {
   silence_simgrid();
@@ -94,7 +94,20 @@ StepReplay replay_step(const Scenario& s, const JobPlan& job, const Workload& wo
   for (size_t rank = 0; rank < rank_in_use.size(); ++rank)
     host_of_rank[rank] = platform.gpus[static_cast<size_t>(job.placement.gpu_of_rank[rank])];
   StepReplay step;
-  step.result = replay(workload, host_of_rank, collectives, replay_options(s, links, link_count));
+  try {
+    step.result = replay(workload, host_of_rank, collectives, replay_options(s, links, link_count));
+  } catch (const SymmetryBroken& e) {
+    // Every rank instead, on the platform already built: it holds the GPUs of every peer the
+    // shadows would have replayed (ranks_in_use), and the engine has run nothing yet.
+    Scenario full            = s;
+    full.simulation.fidelity = "full";
+    workload                 = cost_workload(full, job, collectives);
+    for (size_t rank = 0; rank < host_of_rank.size(); ++rank)
+      if (host_of_rank[rank] == nullptr)
+        throw std::logic_error(fmt::format("rank {} has no GPU in the platform built for the reduced replay", rank));
+    step.full_fidelity_reason = e.what();
+    step.result               = replay(workload, host_of_rank, collectives, replay_options(s, links, link_count));
+  }
 
   if (!std::isfinite(step.result.end_s) || step.result.end_s <= 0)
     throw std::runtime_error(fmt::format("the simulation ended at {} s, which is not a step time", step.result.end_s));
@@ -128,7 +141,7 @@ Report simulate(const Scenario& s, Timeline* timeline, int link_count)
   if (!job.analytic.fits_in_memory && !s.simulation.allow_oom)
     throw InputError({memory_problem(job) + "; pass --allow-oom (simulation.allow_oom) to simulate it anyway"});
   const CollectiveAlgorithm collectives = scenario_collective_algorithm(s.simulation);
-  const Workload workload               = cost_workload(s, job, collectives);
+  Workload workload                     = cost_workload(s, job, collectives);
   const StepReplay step                 = replay_step(s, job, workload, collectives, link_count);
   if (timeline != nullptr) {
     *timeline               = build_timeline(workload, step.result);

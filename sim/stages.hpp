@@ -47,8 +47,13 @@ struct StepReplay {
   ReplayResult result;
   std::vector<Interval> windows; // per simulated rank: from the step's start to its end
   double step_time_s = 0;
+  // Why the reduced workload was replaced by the full one (its simulated ranks could not stand
+  // for their peers on this platform, sim/engine/shadows.hpp); "" when it ran as lowered.
+  std::string full_fidelity_reason;
 };
-StepReplay replay_step(const Scenario& s, const JobPlan& job, const Workload& workload,
+// Replaces `workload` with the full-fidelity one when its representatives cannot stand for their
+// peers (StepReplay::full_fidelity_reason).
+StepReplay replay_step(const Scenario& s, const JobPlan& job, Workload& workload,
                        const CollectiveAlgorithm& collectives, int link_count);
 
 Report step_report(const Scenario& s, const JobPlan& job, const Workload& workload, const StepReplay& step,

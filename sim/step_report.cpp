@@ -20,6 +20,12 @@ Report step_report(const Scenario& s, const JobPlan& job, const Workload& worklo
   r.step_time_s = step.step_time_s;
   r.simulated_ranks = static_cast<long long>(workload.ranks.size());
   r.activities      = step.result.activities;
+  if (!step.full_fidelity_reason.empty()) {
+    r.fidelity             = "full";
+    r.full_fidelity_reason = step.full_fidelity_reason;
+  }
+  r.shadows         = {step.result.shadows.short_changed_links, step.result.shadows.groups,
+                       step.result.shadows.transfers, step.result.shadows.flows, workload.copies_left_out};
   for (CollectiveOp op : {CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter,
                           CollectiveOp::AllToAll, CollectiveOp::Broadcast, CollectiveOp::Reduce}) {
     auto it = step.result.collective_algorithms.find(collective_name(op));

@@ -15,10 +15,30 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace stepsim {
 
 namespace {
+
+// Whether one GPU's flows may take bandwidth from another's on a link neither owns alone: a
+// shared medium (Wi-Fi), links thinned above the leaves (oversubscription), fabrics whose links
+// carry many nodes' routes (torus, dragonfly, custom), chiplet meshes and PCIe trees, fewer NICs
+// than GPUs. On the others (non-blocking fat-trees and rails of NVSwitch nodes with a NIC per GPU)
+// the peers' flows meet the simulated ones only on links that mirror the simulated ranks' own,
+// which the reduced replay loads alike: no copies are listed, and the platform stays as small.
+bool peers_may_contend(const PlatformSpec& p)
+{
+  const NetworkSpec& n = p.network;
+  if (n.topology != "fat_tree" && n.topology != "rail_optimized")
+    return true;
+  if (n.oversubscription > 1 || (n.topology == "fat_tree" && n.levels == 3 && n.core_oversubscription > 1))
+    return true;
+  for (const auto& g : p.node_groups)
+    if (g.intra_node.type != "nvswitch" || g.nic.count < g.gpus_per_node)
+      return true;
+  return false;
+}
 
 class Lowering {
 public:
@@ -62,7 +82,15 @@ public:
   {
     // Reserved up front: a growing vector would copy every graph built so far.
     w_.ranks.reserve(s_.simulation.fidelity == "full" ? layout_.world_size() : p_);
-    if (s_.simulation.fidelity == "full") {
+    reduced_ = s_.simulation.fidelity != "full";
+    // The copies' ranks are built into the platform (ranks_in_use), and SimGrid 3.32 creates each
+    // link in time linear in the links already built (Engine::link_by_name_or_null searches every
+    // zone): the whole of a 16,384-GPU platform takes a minute. Above kShadowedWorld the shadows
+    // replay the simulated ranks' own groups only (Workload::copies_left_out).
+    const bool contend = reduced_ && peers_may_contend(s_.platform);
+    w_.copies_left_out = contend && layout_.world_size() > kShadowedWorld;
+    list_copies_       = contend && !w_.copies_left_out;
+    if (!reduced_) {
       for (int r = 0; r < layout_.world_size(); ++r)
         lower_rank(r);
     } else {
@@ -80,32 +108,98 @@ public:
 
 private:
   // --- groups -------------------------------------------------------------------------------
-  int group(const std::string& name, std::vector<int> ranks)
+  struct GroupDef {
+    std::string name;
+    std::vector<int> ranks;
+  };
+
+  // The group `make` gives at coordinate `c`, registered once by name. In reduced fidelity also
+  // its copies: the groups `make` gives at the coordinates that the representative at `c` stands
+  // for (Group::copies), whose collectives run at the same time as its own.
+  template <class Make> int group(const RankCoord& c, Make make)
   {
-    auto it = group_ids_.find(name);
-    if (it != group_ids_.end())
+    GroupDef def = make(c);
+    if (auto it = group_ids_.find(def.name); it != group_ids_.end())
       return it->second;
-    w_.groups.push_back(Group{name, std::move(ranks), {}, false, 0}); // the driver describes the platform
-    return group_ids_[name] = static_cast<int>(w_.groups.size() - 1);
+    const int id         = static_cast<int>(w_.groups.size());
+    group_ids_[def.name] = id;
+    w_.groups.push_back(Group{def.name, std::move(def.ranks), {}, false, 0, {}});
+    if (list_copies_) {
+      std::set<std::string> seen{w_.groups.back().name};
+      for_each_stand_in(c, [&](const RankCoord& peer) {
+        GroupDef copy = make(peer);
+        if (seen.insert(copy.name).second)
+          w_.groups[static_cast<size_t>(id)].copies.push_back(std::move(copy.ranks));
+      });
+    }
+    return id;
+  }
+
+  // The coordinates a representative at `c` stands for in reduced fidelity: its stage's other
+  // tensor, context and data indices, with the offset from `c` that maps one onto the other.
+  template <class F> void for_each_stand_in(const RankCoord& c, F f) const
+  {
+    for (int d = 0; d < layout_.data; ++d)
+      for (int cp = 0; cp < layout_.context; ++cp)
+        for (int t = 0; t < layout_.tensor; ++t)
+          if (t != c.tensor || cp != c.context || d != c.data)
+            f(RankCoord{t, cp, d, c.pipeline});
+  }
+
+  // Rank `rank` moved by the offset that takes the representative at `from` to `to` (the plan's
+  // symmetry: tensor, context and data indices shift, wrapping around, the stage stays).
+  int image(int rank, const RankCoord& from, const RankCoord& to) const
+  {
+    const RankCoord x = layout_.coord_of(rank);
+    const auto shift  = [](int v, int a, int b, int n) { return ((v + b - a) % n + n) % n; };
+    return layout_.rank_of({shift(x.tensor, from.tensor, to.tensor, layout_.tensor),
+                            shift(x.context, from.context, to.context, layout_.context),
+                            shift(x.data, from.data, to.data, layout_.data), x.pipeline});
+  }
+
+  // A representative (tensor, context and data index 0) is simulated in reduced fidelity.
+  static bool representative(const RankCoord& c) { return c.tensor == 0 && c.context == 0 && c.data == 0; }
+
+  // Reduced fidelity: the same transfer between the ranks this rank stands for
+  // (Workload::transfer_copies), without the images that are replayed anyway.
+  void transfer_copies(int src, int dst)
+  {
+    if (!list_copies_)
+      return;
+    auto [it, fresh] = w_.transfer_copies.try_emplace({src, dst});
+    if (!fresh)
+      return;
+    for_each_stand_in(coord_, [&](const RankCoord& peer) {
+      const int a = image(src, coord_, peer);
+      const int b = dst < 0 ? -1 : image(dst, coord_, peer);
+      if (!representative(layout_.coord_of(a)) && (b < 0 || !representative(layout_.coord_of(b))))
+        it->second.emplace_back(a, b);
+    });
   }
 
   int tensor_group(const RankCoord& c)
   {
-    return group(fmt::format("tensor/pp{}/dp{}/cp{}", c.pipeline, c.data, c.context),
-                 layout_.group(layout_.rank_of(c), {Axis::Tensor}));
+    return group(c, [&](const RankCoord& x) {
+      return GroupDef{fmt::format("tensor/pp{}/dp{}/cp{}", x.pipeline, x.data, x.context),
+                      layout_.group(layout_.rank_of(x), {Axis::Tensor})};
+    });
   }
 
   // Gradients are reduced over data × context parallel peers.
   int data_group(const RankCoord& c)
   {
-    return group(fmt::format("data/pp{}/tp{}", c.pipeline, c.tensor),
-                 layout_.group(layout_.rank_of(c), {Axis::Context, Axis::Data}));
+    return group(c, [&](const RankCoord& x) {
+      return GroupDef{fmt::format("data/pp{}/tp{}", x.pipeline, x.tensor),
+                      layout_.group(layout_.rank_of(x), {Axis::Context, Axis::Data})};
+    });
   }
 
   int embedding_group(const RankCoord& c)
   {
-    return group(fmt::format("embedding/tp{}/dp{}/cp{}", c.tensor, c.data, c.context),
-                 {layout_.rank_of({c.tensor, c.context, c.data, 0}), layout_.rank_of({c.tensor, c.context, c.data, p_ - 1})});
+    return group(c, [&](const RankCoord& x) {
+      return GroupDef{fmt::format("embedding/tp{}/dp{}/cp{}", x.tensor, x.data, x.context),
+                      {layout_.rank_of({x.tensor, x.context, x.data, 0}), layout_.rank_of({x.tensor, x.context, x.data, p_ - 1})}};
+    });
   }
 
   // --- tasks --------------------------------------------------------------------------------
@@ -136,6 +230,10 @@ private:
   TaskId point_to_point(TaskKind kind, Stream stream, int peer, int tag, double bytes, Pass pass, const PipeOp& op,
                         TaskId after)
   {
+    // A send's images; a receive from a rank that is not simulated is itself one of the images
+    // of this rank's own send (a ring's), so it adds none.
+    if (kind == TaskKind::Send)
+      transfer_copies(layout_.rank_of(coord_), peer);
     return builder_->add(point_to_point_task(kind, stream, peer, tag, bytes, pass, op.micro_batch, op.chunk), after);
   }
 
@@ -243,25 +341,35 @@ private:
       return;
     // Expert layers number the ranks their own way (workloads/parallel/layout.hpp): their groups are named
     // by the expert coordinates.
-    const int ep         = s_.parallelism.expert;
-    const int rank       = layout_.rank_of(coord_);
-    const AxisCoords e   = layout_.experts().coords_of(rank);
-    const auto at        = [&](Axis a) { return e[static_cast<size_t>(a)]; };
-    const auto tensor    = expert_tensor_group_ranks(layout_, rank);
-    moe_.tensor_group    = layout_.tensor == 1 ? -1
-                           : tensor == w_.groups[static_cast<size_t>(tp_group_)].ranks
-                               ? tp_group_
-                               : group(fmt::format("expert_tensor/pp{}/ep{}/edp{}", at(Axis::Pipeline), at(Axis::Expert),
-                                                   at(Axis::Data)),
-                                       tensor);
-    moe_.expert_group    = ep > 1 ? group(fmt::format("expert/pp{}/tp{}/ep{}", at(Axis::Pipeline), at(Axis::Tensor),
-                                                      at(Axis::Data)),
-                                          expert_group_ranks(layout_, rank))
-                                  : -1;
-    const int replicas   = layout_.experts().size(Axis::Data);
-    expert_data_group_ = replicas > 1 ? group(fmt::format("expert_data/pp{}/tp{}/e{}", at(Axis::Pipeline),
-                                                          at(Axis::Tensor), at(Axis::Expert)),
-                                              expert_data_group_ranks(layout_, rank))
+    const int ep       = s_.parallelism.expert;
+    const auto experts = [&](const RankCoord& x) { return layout_.experts().coords_of(layout_.rank_of(x)); };
+    const auto at      = [](const AxisCoords& e, Axis a) { return e[static_cast<size_t>(a)]; };
+    const auto tensor  = expert_tensor_group_ranks(layout_, layout_.rank_of(coord_));
+    moe_.tensor_group  = layout_.tensor == 1 ? -1
+                         : tensor == w_.groups[static_cast<size_t>(tp_group_)].ranks
+                             ? tp_group_
+                             : group(coord_, [&](const RankCoord& x) {
+                                 const AxisCoords e = experts(x);
+                                 return GroupDef{fmt::format("expert_tensor/pp{}/ep{}/edp{}", at(e, Axis::Pipeline),
+                                                             at(e, Axis::Expert), at(e, Axis::Data)),
+                                                 expert_tensor_group_ranks(layout_, layout_.rank_of(x))};
+                               });
+    moe_.expert_group  = ep > 1 ? group(coord_,
+                                        [&](const RankCoord& x) {
+                                          const AxisCoords e = experts(x);
+                                          return GroupDef{fmt::format("expert/pp{}/tp{}/ep{}", at(e, Axis::Pipeline),
+                                                                      at(e, Axis::Tensor), at(e, Axis::Data)),
+                                                          expert_group_ranks(layout_, layout_.rank_of(x))};
+                                        })
+                                : -1;
+    const int replicas = layout_.experts().size(Axis::Data);
+    expert_data_group_ = replicas > 1 ? group(coord_,
+                                              [&](const RankCoord& x) {
+                                                const AxisCoords e = experts(x);
+                                                return GroupDef{fmt::format("expert_data/pp{}/tp{}/e{}", at(e, Axis::Pipeline),
+                                                                            at(e, Axis::Tensor), at(e, Axis::Expert)),
+                                                                expert_data_group_ranks(layout_, layout_.rank_of(x))};
+                                              })
                                       : -1;
     experts_.begin_rank(expert_data_group_, replicas, stage_);
   }
@@ -486,6 +594,13 @@ private:
     reduce_gradients_and_step(last_compute_task());
     end_update(updates - 1);
     builder_ = nullptr;
+    // The stage's other ranks copy to their own hosts at the same time (offload, FCDP).
+    const auto& g = w_.ranks.back().graph;
+    for (auto v : boost::make_iterator_range(boost::vertices(g)))
+      if (g[v].kind == TaskKind::HostCopy) {
+        transfer_copies(rank, -1);
+        break;
+      }
   }
 
   // Marks the end of a lowered step when update `u` is its last (only when several are lowered).
@@ -518,6 +633,8 @@ private:
   PipelineShape lowered_shape_; // every lowered step (several without a flush)
   int per_update_ = 1;          // micro-batches per weight update
   std::map<std::string, int> group_ids_;
+  bool reduced_     = false; // one representative per stage stands for its peers (run(), not run_one())
+  bool list_copies_ = false; // Group::copies and Workload::transfer_copies (reduced, where peers may contend)
 
   // Per rank being lowered.
   RankCoord coord_;

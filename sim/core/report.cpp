@@ -1,5 +1,7 @@
 #include "sim/core/report.hpp"
 
+#include "sim/core/task_graph.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -93,6 +95,15 @@ nlohmann::json to_json(const Report& r)
       j["links"].push_back({{"name", l.name}, {"bytes", tidy(l.bytes)}, {"busy_s", tidy(l.busy_s)},
                             {"busy_fraction", tidy(l.busy_fraction)}});
   }
+  if (!r.full_fidelity_reason.empty())
+    j["full_fidelity_reason"] = r.full_fidelity_reason;
+  if (r.shadows.copies_left_out)
+    j["shadow_copies_left_out"] = true;
+  if (r.shadows.short_changed_links > 0)
+    j["shadows"] = {{"short_changed_links", r.shadows.short_changed_links},
+                    {"groups", r.shadows.groups},
+                    {"transfers", r.shadows.transfers},
+                    {"flows", r.shadows.flows}};
   if (!r.waits.empty()) {
     j["waits"] = nlohmann::json::array();
     for (const auto& w : r.waits)
@@ -157,6 +168,15 @@ Report report_from_json(const nlohmann::json& j)
   for (const auto& l : j.value("links", nlohmann::json::array()))
     r.links.push_back(LinkReport{l.at("name").get<std::string>(), l.at("bytes").get<double>(),
                                  l.at("busy_s").get<double>(), l.at("busy_fraction").get<double>()});
+  r.full_fidelity_reason      = j.value("full_fidelity_reason", std::string());
+  r.shadows.copies_left_out   = j.value("shadow_copies_left_out", false);
+  if (j.contains("shadows")) {
+    const auto& sh                = j["shadows"];
+    r.shadows.short_changed_links = whole<int>(sh.at("short_changed_links"));
+    r.shadows.groups              = whole<int>(sh.at("groups"));
+    r.shadows.transfers           = whole<int>(sh.at("transfers"));
+    r.shadows.flows               = whole<long long>(sh.at("flows"));
+  }
   for (const auto& w : j.value("waits", nlohmann::json::array()))
     r.waits.push_back(WaitReport{whole<int>(w.at("rank")), whole<int>(w.at("peer")), w.at("group").get<std::string>(),
                                  w.at("seconds").get<double>()});
@@ -169,6 +189,17 @@ std::string to_table(const Report& r)
   out += fmt::format("{}: {} GPUs ({}), schedule {}, {} micro-batches per replica, {} fidelity, {} network, "
                      "framework {}\n\n",
                      r.name, r.gpus, r.device, r.schedule, r.micro_batches, r.fidelity, r.network_fidelity, r.framework);
+  if (!r.full_fidelity_reason.empty())
+    out += fmt::format("Ran at full fidelity: {}.\n\n", r.full_fidelity_reason);
+  if (r.shadows.copies_left_out)
+    out += fmt::format("Above {} GPUs the replay checks only the simulated ranks' own groups for links shared with "
+                       "the peers they stand for; the traffic of other replicas on an oversubscribed fabric is not "
+                       "replayed.\n\n",
+                       kShadowedWorld);
+  if (r.shadows.short_changed_links > 0)
+    out += fmt::format("The simulated ranks share {} links with the peers they stand for: {} shadow transfers replayed "
+                       "those peers' traffic (collective groups: {}, point-to-point transfers: {}).\n\n",
+                       r.shadows.short_changed_links, r.shadows.flows, r.shadows.groups, r.shadows.transfers);
   out += fmt::format("  {:<24}{:>14.4f} s\n", "step time", r.step_time_s);
   out += fmt::format("  {:<24}{:>14.0f}\n", "tokens/s", r.tokens_per_s);
   out += fmt::format("  {:<24}{:>14.2f}\n", "samples/s", r.samples_per_s);

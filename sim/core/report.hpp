@@ -78,6 +78,18 @@ struct Report {
   std::vector<StageReport> stages;
   long long simulated_ranks = 0;
   long long activities = 0;
+  // Why a scenario asked at reduced fidelity ran at full fidelity: its simulated ranks could not
+  // stand for their peers on this platform (sim/engine/shadows.hpp). "" when it ran as asked.
+  std::string full_fidelity_reason;
+  // Reduced fidelity: where the peers a simulated rank stands for would take bandwidth from its
+  // flows, their flows were replayed beside them (sim/engine/shadows.hpp): on how many links,
+  // for how many collective groups and transfers, and how many shadow transfers ran. All 0: none.
+  struct Shadows {
+    int short_changed_links = 0, groups = 0, transfers = 0;
+    long long flows = 0;
+    // Above kShadowedWorld GPUs only the simulated ranks' own groups are checked and replayed.
+    bool copies_left_out = false;
+  } shadows;
   std::string network_fidelity = "flow"; // flow | analytic
   // The communication/compute interference factor f the replay applied (compute at 1 - f of its
   // speed beside a collective); the largest over the simulated ranks' devices, 0 when off.

@@ -62,9 +62,19 @@ double Work::flops() const
 std::vector<bool> ranks_in_use(const Workload& w)
 {
   std::vector<bool> used(static_cast<size_t>(w.world_size), false);
-  for (const auto& g : w.groups)
+  for (const auto& g : w.groups) {
     for (int r : g.ranks)
       used.at(static_cast<size_t>(r)) = true;
+    for (const auto& copy : g.copies)
+      for (int r : copy)
+        used.at(static_cast<size_t>(r)) = true;
+  }
+  for (const auto& [key, copies] : w.transfer_copies)
+    for (const auto& [src, dst] : copies) {
+      used.at(static_cast<size_t>(src)) = true;
+      if (dst >= 0)
+        used.at(static_cast<size_t>(dst)) = true;
+    }
   for (const auto& program : w.ranks) {
     used.at(static_cast<size_t>(program.rank)) = true;
     for (auto v : boost::make_iterator_range(boost::vertices(program.graph)))

@@ -10,7 +10,9 @@
 #include <array>
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stepsim {
@@ -97,6 +99,11 @@ struct Group {
   std::vector<int> node_of_member;
   bool in_switch_reduction = false;
   int channels             = 0;
+  // Reduced fidelity: the groups of the ranks the simulated members stand for, which run the
+  // same collectives at the same time (each in member order; this group is not among them). Their
+  // flows are replayed as shadows where they share links with the simulated ranks'
+  // (sim/engine/shadows.hpp). Empty at full fidelity.
+  std::vector<std::vector<int>> copies;
 };
 
 struct RankProgram {
@@ -123,9 +130,21 @@ struct Workload {
   // end of its own (RankProgram::step_ends). Flushing schedules lower one step.
   int steps         = 1;
   int measured_step = 0;
+  // Reduced fidelity: for each transfer of a simulated rank, keyed by (source, destination), the
+  // same transfer between the ranks that the two stand for (their images under the plan's
+  // symmetry), without those replayed anyway (an end that is simulated). A host copy is keyed
+  // (rank, -1) and lists (image, -1). Shadows, as Group::copies.
+  std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> transfer_copies;
+  // Reduced fidelity above kShadowedWorld ranks: no copies are listed (the platform would have to
+  // hold every rank), so shadows replay only the simulated ranks' own groups.
+  bool copies_left_out = false;
 };
 
-// The ranks a replay touches: the simulated ones, their peers and the members of their groups.
+// The largest world whose reduced replay lists every copy (workloads/lower.cpp).
+inline constexpr int kShadowedWorld = 2048;
+
+// The ranks a replay touches: the simulated ones, their peers, the members of their groups and the
+// ranks their shadow flows may start from or reach (Group::copies, Workload::transfer_copies).
 std::vector<bool> ranks_in_use(const Workload& w);
 
 // Builds a graph stream by stream: each added task depends on the previous task of its stream.

@@ -46,8 +46,13 @@ struct CollectiveDelay { // a collective timed by its closed form, or a coalesce
 struct CoalescedTransfer { // one lane of a coalesced collective
   int instance;
 };
+struct CollectiveShadow { // a peer's send beside a simulated member's step (shadows.hpp)
+  int instance, member, lane;
+};
+struct LooseShadow { // a peer's send that no simulated task waits for: it only loads the links
+};
 using Role = std::variant<ChainExec, PointToPointTransfer, HostCopy, CollectiveLaunch, CollectiveSend, CollectiveDelay,
-                          CoalescedTransfer>;
+                          CoalescedTransfer, CollectiveShadow, LooseShadow>;
 
 // Data moved between two ranks' GPUs by one activity (for the per-link accounting).
 struct Transfer {

@@ -14,7 +14,7 @@ namespace sg4 = simgrid::s4u;
 
 CollectiveTiming::CollectiveTiming(const Workload& w, const std::vector<sg4::Host*>& hosts,
                                    const CollectiveAlgorithm& algorithm, bool all_analytic, double base_latency_s)
-    : w_(w), hosts_(hosts), algorithm_(algorithm), base_latency_s_(base_latency_s)
+    : w_(w), hosts_(hosts), algorithm_(algorithm), base_latency_s_(base_latency_s), all_analytic_(all_analytic)
 {
   // Who uses each link: a group (its index) or point-to-point traffic (-1).
   std::set<std::pair<int, CollectiveOp>> used;
@@ -61,6 +61,15 @@ bool CollectiveTiming::analytic(int group, CollectiveOp op) const
 {
   auto it = analytic_.find({group, op});
   return it != analytic_.end() && it->second;
+}
+
+void CollectiveTiming::contended(int group)
+{
+  if (all_analytic_)
+    return;
+  for (auto& [key, analytic] : analytic_)
+    if (key.first == group)
+      analytic = false;
 }
 
 const CollectiveTiming::Path& CollectiveTiming::path(int src_rank, int dst_rank)

@@ -34,6 +34,9 @@ public:
 
   // True when collectives `op` of group `group` may be timed by seconds().
   bool analytic(int group, CollectiveOp op) const;
+  // The group's collectives share links with shadow flows (sim/engine/shadows.hpp): they are
+  // replayed as flows, not by their closed form (unless every collective is, all_analytic).
+  void contended(int group);
   // The closed-form duration of one collective on idle paths (uncontended_seconds).
   double seconds(int group, CollectiveOp op, double bytes);
   // NCCL's base latency for a collective of this group; none on a group whose paths have zero
@@ -78,6 +81,7 @@ private:
   std::map<std::pair<int, CollectiveOp>, bool> analytic_;
   std::map<std::tuple<int, CollectiveOp, double>, double> seconds_, launch_;
   double base_latency_s_ = 0;
+  bool all_analytic_     = false;
 };
 
 } // namespace stepsim

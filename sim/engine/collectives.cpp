@@ -1,5 +1,7 @@
 #include "sim/engine/collectives.hpp"
 
+#include "sim/engine/shadows.hpp"
+
 #include <set>
 #include <string>
 #include <tuple>
@@ -177,14 +179,17 @@ void Collectives::advance(int id, int m, int lane_index)
       sent_to_all(id, m, lane_index);
       continue;
     }
-    lane.sending   = true;
-    lane.in_flight = lane.current.sends;
+    lane.sending       = true;
+    lane.in_flight     = lane.current.sends;
+    const bool shadows = shadowed(inst);
     for (int q = 0; q < lane.current.sends; ++q) {
       Hop hop{g.ranks[static_cast<size_t>(m)], g.ranks[static_cast<size_t>(lane.current.send_to[static_cast<size_t>(q)])]};
-      if (inst.simulated == 1)
+      if (inst.simulated == 1 && !shadows)
         hop = step_bottleneck(inst, lane_index, k, hop, lane.current.bytes);
       parts_.activities.transfer(hop.src, hop.dst, lane.current.bytes, CollectiveSend{id, m, lane_index, q});
     }
+    if (shadows)
+      lane.in_flight += shadow_step(id, m, lane_index, k);
     return;
   }
 }
@@ -217,6 +222,58 @@ void Collectives::arrived(int id, int from, int to, int lane_index)
   if (!simulated_member(inst, to))
     return;
   ++inbox(inst.members[static_cast<size_t>(to)].lanes[static_cast<size_t>(lane_index)], from).arrived;
+}
+
+bool Collectives::shadowed(const Instance& inst) const
+{
+  return parts_.shadows.group(inst.group);
+}
+
+int Collectives::shadow_step(int id, int m, int lane, int k)
+{
+  const Instance& inst = instances_[static_cast<size_t>(id)];
+  const Group& g       = w_.groups[static_cast<size_t>(inst.group)];
+  const int me         = g.ranks[static_cast<size_t>(m)];
+  int started = 0, waited = 0;
+  // Member m sends for its images in the copies; the first simulated member also for the members
+  // that are not simulated, and for their images.
+  int first = 0;
+  while (!simulated_member(inst, first))
+    ++first;
+  const auto send_all = [&](const std::vector<int>& ranks, bool own_group) {
+    for (int other = 0; other < static_cast<int>(ranks.size()); ++other) {
+      if ((other != m && (m != first || simulated_member(inst, other))) || (own_group && other == m))
+        continue;
+      const CollectiveStep step = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, lane, other, k);
+      if (step.bytes <= 0)
+        continue;
+      for (int q = 0; q < step.sends; ++q) {
+        const int dst = ranks[static_cast<size_t>(step.send_to[static_cast<size_t>(q)])];
+        if (dst == me) { // the member's receive: its next step waits for it
+          parts_.activities.transfer(ranks[static_cast<size_t>(other)], dst, step.bytes, CollectiveShadow{id, m, lane});
+          ++waited;
+        } else {
+          parts_.activities.transfer(ranks[static_cast<size_t>(other)], dst, step.bytes, LooseShadow{});
+        }
+        ++started;
+      }
+    }
+  };
+  send_all(g.ranks, true);
+  for (const auto& copy : g.copies)
+    send_all(copy, false);
+  shadow_flows_ += started;
+  return waited;
+}
+
+void Collectives::shadow_done(const CollectiveShadow& shadow)
+{
+  Lane& lane = instances_[static_cast<size_t>(shadow.instance)]
+                   .members[static_cast<size_t>(shadow.member)]
+                   .lanes[static_cast<size_t>(shadow.lane)];
+  if (--lane.in_flight == 0)
+    sent_to_all(shadow.instance, shadow.member, shadow.lane);
+  advance(shadow.instance, shadow.member, shadow.lane);
 }
 
 void Collectives::send_done(const CollectiveSend& send)

@@ -7,7 +7,9 @@
 // A group member that is not simulated (reduced fidelity) is taken to behave like the simulated
 // ones: its sends are not replayed, and a simulated member does not wait for data from it beyond
 // its own pace; a lone simulated member's transfers run on the slowest hop of each step over all
-// members (the pace the group's ring or exchange keeps).
+// members (the pace the group's ring or exchange keeps). Where the group's peers would take
+// bandwidth from it (shadows.hpp), the lone member's transfers run on its own hops and its peers'
+// run beside them as shadows; its step ends when all have arrived.
 #pragma once
 
 #include "sim/engine/accounting.hpp"
@@ -42,6 +44,9 @@ public:
   // After NCCL's launch cost: the members' first steps.
   void start_steps(int id);
   void send_done(const CollectiveSend& send);
+  // A peer's send beside a simulated member's step has arrived (shadows.hpp).
+  void shadow_done(const CollectiveShadow& shadow);
+  long long shadow_flows() const { return shadow_flows_; }
   // A collective timed as a whole (or a coalesced one's tail) has ended: every member ends.
   void delay_done(int id);
   void coalesced_transfer_done(int id);
@@ -82,6 +87,14 @@ private:
   // A lone simulated member (lone_member.cpp).
   bool coalesce(int id);
   Hop step_bottleneck(const Instance& inst, int lane, int k, Hop own, double bytes);
+  // The peers' sends of step k on a lane beside a simulated member's own (shadows.hpp): its
+  // images' in the group's copies and, for the first simulated member, those of the members
+  // that are not simulated and of their images. The member's next step waits for those it
+  // receives, as at full fidelity (returns how many); the others only load their links.
+  int shadow_step(int id, int m, int lane, int k);
+  // The same for a coalesced ring: each peer's lane as one transfer to its ring successor.
+  int shadow_lane(int id, int m, int lane, double bytes);
+  bool shadowed(const Instance& inst) const;
 
   int allocate_instance();
   bool simulated_member(const Instance& inst, int m) const
@@ -102,6 +115,7 @@ private:
   std::vector<int> free_instances_;
   std::unordered_map<long long, int> instance_ids_;
   std::map<std::tuple<int, int, double, int, int, int, int>, Hop> bottlenecks_; // step_bottleneck's
+  long long shadow_flows_ = 0;
 };
 
 } // namespace stepsim::engine

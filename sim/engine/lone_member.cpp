@@ -68,9 +68,41 @@ bool Collectives::coalesce(int id)
   for (const Hop& h : hops)
     inst.tail_s = std::max(inst.tail_s, (inst.steps - 1) * parts_.timing.latency(h.src, h.dst));
   inst.coalesced_left = static_cast<int>(lanes.size());
-  for (size_t lane = 0; lane < lanes.size(); ++lane)
-    parts_.activities.transfer(hops[lane].src, hops[lane].dst, lanes[lane].second, CoalescedTransfer{id});
+  const bool shadows  = shadowed(inst);
+  for (size_t lane = 0; lane < lanes.size(); ++lane) {
+    // With its peers' flows beside it, the member moves on its own hop; the slowest is among theirs.
+    const Hop hop = shadows ? Hop{src, g.ranks[static_cast<size_t>(lanes[lane].first)]} : hops[lane];
+    parts_.activities.transfer(hop.src, hop.dst, lanes[lane].second, CoalescedTransfer{id});
+    if (shadows)
+      inst.coalesced_left += shadow_lane(id, m, static_cast<int>(lane), lanes[lane].second);
+  }
   return true;
+}
+
+// Every member of a ring sends as much on each lane (the lone member's lane bytes), to its
+// successor of step 0.
+int Collectives::shadow_lane(int id, int m, int lane, double bytes)
+{
+  const Instance& inst = instances_[static_cast<size_t>(id)];
+  const Group& g       = w_.groups[static_cast<size_t>(inst.group)];
+  int started          = 0;
+  const auto send_all  = [&](const std::vector<int>& ranks, bool own_group) {
+    for (int other = 0; other < static_cast<int>(ranks.size()); ++other) {
+      if (own_group && other == m)
+        continue;
+      const CollectiveStep step = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, lane, other, 0);
+      if (step.sends != 1)
+        continue;
+      parts_.activities.transfer(ranks[static_cast<size_t>(other)], ranks[static_cast<size_t>(step.send_to[0])], bytes,
+                                 CoalescedTransfer{id});
+      ++started;
+    }
+  };
+  send_all(g.ranks, true);
+  for (const auto& copy : g.copies)
+    send_all(copy, false);
+  shadow_flows_ += started;
+  return started;
 }
 
 // The hop a lone simulated member's send of step k is timed on: the slowest of the step's

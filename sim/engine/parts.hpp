@@ -1,6 +1,6 @@
 // What a part of the replay that runs tasks works with, wired once by the owner (replay.cpp):
-// the closed-form timing of the platform, which ranks are simulated, the scheduler, the live
-// activities and the accounting.
+// the closed-form timing of the platform, which ranks are simulated and which of their peers'
+// flows are replayed beside them (shadows), the scheduler, the live activities and the accounting.
 #pragma once
 
 namespace stepsim {
@@ -10,6 +10,7 @@ class CollectiveTiming;
 namespace stepsim::engine {
 
 struct SimulatedRanks;
+class Shadows;
 class Scheduler;
 class LiveActivities;
 class Accounting;
@@ -17,6 +18,7 @@ class Accounting;
 struct Parts {
   CollectiveTiming& timing;
   const SimulatedRanks& simulated;
+  const Shadows& shadows;
   Scheduler& scheduler;
   LiveActivities& activities;
   Accounting& accounting;

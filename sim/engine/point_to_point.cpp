@@ -1,5 +1,7 @@
 #include "sim/engine/point_to_point.hpp"
 
+#include "sim/engine/shadows.hpp"
+
 #include <simgrid/s4u/Comm.hpp>
 #include <simgrid/s4u/Host.hpp>
 #include <simgrid/s4u/NetZone.hpp>
@@ -47,11 +49,20 @@ void PointToPoint::post(const TaskRef& t)
     return;
   }
   parts_.activities.transfer(c.src, c.dst, c.bytes, PointToPointTransfer{id});
+  if (const auto* images = parts_.shadows.transfer(c.src, c.dst)) {
+    const double bytes = c.bytes; // launching may grow channels_; keep no reference across it
+    for (const auto& [src, dst] : *images)
+      parts_.activities.transfer(src, dst, bytes, PointToPointTransfer{id});
+    channels_[static_cast<size_t>(id)].moving += static_cast<int>(images->size());
+    shadow_flows_ += static_cast<long long>(images->size());
+  }
 }
 
 void PointToPoint::transfer_done(int id)
 {
   Channel& c = channels_[static_cast<size_t>(id)];
+  if (--c.moving > 0)
+    return;
   for (TaskRef side : {c.send, c.recv})
     if (side.rank_index >= 0)
       parts_.scheduler.complete(side);

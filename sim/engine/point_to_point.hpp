@@ -1,8 +1,10 @@
 // Point-to-point tasks and host copies.
 //
 // A send and its receive (matched by source, destination and tag) are one transfer once both
-// sides are posted; a side whose peer is not simulated does not wait for it. A host copy is one
-// transfer between the rank's GPU and its node's CPU host.
+// sides are posted; a side whose peer is not simulated does not wait for it. Where the images of
+// a transfer between the ranks the two sides stand for would take bandwidth from it (shadows.hpp),
+// they move beside it and both sides end when all have arrived. A host copy is one transfer
+// between the rank's GPU and its node's CPU host.
 #pragma once
 
 #include "sim/engine/accounting.hpp"
@@ -26,8 +28,9 @@ public:
 
   // A send or receive task is ready: it waits for its other side, or its transfer starts.
   void post(const TaskRef& t);
-  // The channel's transfer has arrived: both sides end.
+  // The channel's transfer (and its shadows) has arrived: both sides end.
   void transfer_done(int channel);
+  long long shadow_flows() const { return shadow_flows_; }
   void post_host_copy(const TaskRef& t);
 
 private:
@@ -36,6 +39,7 @@ private:
     int src = 0, dst = 0;
     double bytes = 0;
     double posted_s = 0; // when the first side posted
+    int moving      = 1; // its transfer and its shadows (shadows.hpp) still moving
   };
 
   static long long channel_key(int src, int dst, int tag)
@@ -49,6 +53,7 @@ private:
   Parts parts_;
   std::vector<Channel> channels_;
   std::unordered_map<long long, int> channel_ids_;
+  long long shadow_flows_ = 0;
 };
 
 } // namespace stepsim::engine

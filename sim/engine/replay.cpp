@@ -10,11 +10,13 @@
 #include "sim/engine/compute.hpp"
 #include "sim/engine/point_to_point.hpp"
 #include "sim/engine/scheduler.hpp"
+#include "sim/engine/shadows.hpp"
 
 #include <simgrid/s4u.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <variant>
 
@@ -37,12 +39,15 @@ public:
          const ReplayOptions& options)
       : w_(w), algorithm_(algorithm),
         timing_(w, hosts, algorithm, options.analytic_network, options.collective_base_latency_s), simulated_(w),
-        scheduler_(w), activities_(hosts), accounting_(w, algorithm, timing_, options.record_links),
-        parts_{timing_, simulated_, scheduler_, activities_, accounting_}, compute_(w, options, parts_),
+        shadows_(w, timing_, algorithm, simulated_, !options.analytic_network), scheduler_(w), activities_(hosts),
+        accounting_(w, algorithm, timing_, options.record_links),
+        parts_{timing_, simulated_, shadows_, scheduler_, activities_, accounting_}, compute_(w, options, parts_),
         point_to_point_(w, options.analytic_network, parts_), collectives_(w, algorithm, parts_)
   {
     scheduler_.watch(compute_);
   }
+
+  const std::string& symmetry_broken() const { return shadows_.symmetry_broken(); }
 
   ReplayResult run()
   {
@@ -53,9 +58,14 @@ public:
     sg4::Engine::get_instance()->run();
     if (scheduler_.remaining() > 0)
       throw std::runtime_error(scheduler_.deadlock_message());
-    result.ranks      = scheduler_.take_timelines();
-    result.end_s      = sg4::Engine::get_clock();
+    result.ranks = scheduler_.take_timelines();
+    // The last task's end: shadows that no task waits for may still be moving after it.
+    for (const auto& rank : result.ranks)
+      for (const auto& t : rank.tasks)
+        result.end_s = std::max(result.end_s, t.end);
     result.activities = activities_.started();
+    result.shadows    = {shadows_.short_changed_links(), shadows_.shadowed_groups(), shadows_.shadowed_transfers(),
+                         collectives_.shadow_flows() + point_to_point_.shadow_flows()};
     accounting_.export_to(result);
     return result;
   }
@@ -72,6 +82,8 @@ private:
                    [&](const ChainExec& r) { compute_.chain_done(r.chain); },
                    [&](const PointToPointTransfer& r) { point_to_point_.transfer_done(r.channel); },
                    [&](const CollectiveSend& r) { collectives_.send_done(r); },
+                   [&](const CollectiveShadow& r) { collectives_.shadow_done(r); },
+                   [&](const LooseShadow&) {},
                    [&](const CollectiveDelay& r) { collectives_.delay_done(r.instance); },
                    [&](const CoalescedTransfer& r) { collectives_.coalesced_transfer_done(r.instance); },
                    [&](const HostCopy& r) { scheduler_.complete(r.task); },
@@ -107,6 +119,7 @@ private:
   const CollectiveAlgorithm& algorithm_;
   CollectiveTiming timing_;
   SimulatedRanks simulated_;
+  Shadows shadows_;
   Scheduler scheduler_;
   LiveActivities activities_;
   Accounting accounting_;
@@ -123,7 +136,10 @@ ReplayResult replay(const Workload& workload, const std::vector<sg4::Host*>& gpu
 {
   if (gpu_of_rank.size() < static_cast<size_t>(workload.world_size))
     throw std::runtime_error(fmt::format("the platform has {} GPUs for {} ranks", gpu_of_rank.size(), workload.world_size));
-  return Replay(workload, gpu_of_rank, algorithm, options).run();
+  Replay r(workload, gpu_of_rank, algorithm, options);
+  if (!r.symmetry_broken().empty())
+    throw SymmetryBroken(r.symmetry_broken());
+  return r.run();
 }
 
 } // namespace stepsim

@@ -10,12 +10,15 @@
 // is taken to behave like the simulated ones: its sends are not replayed, and a simulated member
 // does not wait for data from it beyond its own pace; a lone simulated member's transfers run on
 // the slowest hop of each step over all members (the pace the group's ring or exchange keeps).
+// Where the peers' flows would take bandwidth from the simulated ones, they are replayed beside
+// them as shadows (sim/engine/shadows.hpp).
 #pragma once
 
 #include "models/collectives/collective.hpp"
 #include "sim/core/task_graph.hpp"
 
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -65,14 +68,30 @@ struct RankWait {
   double seconds = 0;
 };
 
+// Reduced fidelity's shadow flows (sim/engine/shadows.hpp): links on which the representatives'
+// flows would have been short-changed by their peers', the collective groups and transfers
+// replayed with their peers' flows, and the shadow transfers started.
+struct ShadowUse {
+  int short_changed_links = 0, groups = 0, transfers = 0;
+  long long flows = 0;
+};
+
 struct ReplayResult {
   std::vector<RankTimeline> ranks;
   double end_s            = 0;
   long long activities    = 0; // SimGrid execs and transfers started
+  ShadowUse shadows;
   std::vector<LinkTraffic> links; // when ReplayOptions::record_links; busiest first
   std::vector<RankWait> waits;    // summed per (rank, peer, group); largest first
   // Collective type ("all_reduce", ...) -> the algorithm that ran it ("ring", "tree+ring", ...).
   std::map<std::string, std::string> collective_algorithms;
+};
+
+// Thrown before anything runs when a reduced-fidelity workload's simulated ranks cannot stand for
+// their peers on this platform (sim/engine/shadows.hpp); what() says why. The caller replays the
+// full-fidelity workload instead, on the same engine.
+struct SymmetryBroken : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // Runs inside the process's SimGrid engine, whose platform must already hold `gpu_of_rank`.

@@ -63,7 +63,7 @@ Workload collective_workload(const PlatformSpec& platform, const std::vector<int
 {
   Workload w;
   w.world_size = platform.total_gpus();
-  w.groups.push_back(Group{"bench", members, {}, false, 0});
+  w.groups.push_back(Group{"bench", members, {}, false, 0, {}});
   std::vector<int> ranks = members; // the group keeps its ring order; programs go by rank
   std::sort(ranks.begin(), ranks.end());
   w.ranks.reserve(ranks.size());

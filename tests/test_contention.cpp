@@ -182,7 +182,7 @@ TEST_CASE("the report names the shared links and the shadow transfers", "[fideli
   const auto j = to_json(r);
   CHECK(j.at("shadows").at("flows") == r.shadows.flows);
   CHECK(report_from_json(j).shadows.short_changed_links == r.shadows.short_changed_links);
-  CHECK(to_table(r).find("shadow transfers replayed those peers' traffic") != std::string::npos);
+  CHECK(to_table(r).find("Peers' traffic replayed as shadows") != std::string::npos);
 }
 
 TEST_CASE("lowering lists the groups and transfers a representative stands for where peers may contend",

@@ -87,7 +87,8 @@ public:
     // link in time linear in the links already built (Engine::link_by_name_or_null searches every
     // zone): the whole of a 16,384-GPU platform takes a minute. Above kShadowedWorld the shadows
     // replay the simulated ranks' own groups only (Workload::copies_left_out).
-    const bool contend = reduced_ && peers_may_contend(s_.platform);
+    const bool contend   = reduced_ && peers_may_contend(s_.platform);
+    w_.peers_may_contend = contend;
     w_.copies_left_out = contend && layout_.world_size() > kShadowedWorld;
     list_copies_       = contend && !w_.copies_left_out;
     if (!reduced_) {

@@ -197,9 +197,10 @@ std::string to_table(const Report& r)
                        "replayed.\n\n",
                        kShadowedWorld);
   if (r.shadows.short_changed_links > 0)
-    out += fmt::format("The simulated ranks share {} links with the peers they stand for: {} shadow transfers replayed "
-                       "those peers' traffic (collective groups: {}, point-to-point transfers: {}).\n\n",
-                       r.shadows.short_changed_links, r.shadows.flows, r.shadows.groups, r.shadows.transfers);
+    out += fmt::format("Peers' traffic replayed as shadows: {} transfers, for the links that the simulated ranks "
+                       "share with the peers they stand for: {} (collective groups: {}, point-to-point transfers: "
+                       "{}).\n\n",
+                       r.shadows.flows, r.shadows.short_changed_links, r.shadows.groups, r.shadows.transfers);
   out += fmt::format("  {:<24}{:>14.4f} s\n", "step time", r.step_time_s);
   out += fmt::format("  {:<24}{:>14.0f}\n", "tokens/s", r.tokens_per_s);
   out += fmt::format("  {:<24}{:>14.2f}\n", "samples/s", r.samples_per_s);

@@ -138,6 +138,9 @@ struct Workload {
   // Reduced fidelity above kShadowedWorld ranks: no copies are listed (the platform would have to
   // hold every rank), so shadows replay only the simulated ranks' own groups.
   bool copies_left_out = false;
+  // Reduced fidelity on a platform where one GPU's flows may take bandwidth from another's
+  // (workloads/lower.cpp peers_may_contend); false: the replay need not look for shadows.
+  bool peers_may_contend = false;
 };
 
 // The largest world whose reduced replay lists every copy (workloads/lower.cpp).

@@ -204,7 +204,7 @@ Shadows::Shadows(const Workload& w, CollectiveTiming& timing, const CollectiveAl
                  const SimulatedRanks& simulated, bool enabled)
     : groups_(w.groups.size(), 0)
 {
-  if (!enabled || w.ranks.size() == static_cast<size_t>(w.world_size)) // every rank is simulated
+  if (!enabled || !w.peers_may_contend || w.ranks.size() == static_cast<size_t>(w.world_size))
     return;
 
   // The collectives the simulated ranks run: per group, the operations and sizes.
@@ -223,10 +223,13 @@ Shadows::Shadows(const Workload& w, CollectiveTiming& timing, const CollectiveAl
     const GroupShape& shape = timing.shape(group);
     const int n         = static_cast<int>(g.ranks.size());
     std::set<std::pair<int, int>> pairs; // member -> member, over every step, lane, operation and size
+    std::set<std::tuple<const CollectiveAlgorithm*, CollectiveOp, int, int>> done; // sizes that add no pairs
     for (const auto& [op, bytes] : ops) {
       const CollectiveAlgorithm& a = concrete_algorithm(algorithm, op, shape, bytes);
       const int steps              = a.steps(op, shape, bytes);
       const int lanes              = lanes_of(a, op, shape, bytes);
+      if (!done.emplace(&a, op, steps, lanes).second)
+        continue;
       for (int k = 0; k < steps; ++k)
         for (int lane = 0; lane < lanes; ++lane)
           for (int m = 0; m < n; ++m) {

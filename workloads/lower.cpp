@@ -346,30 +346,30 @@ private:
     const auto experts = [&](const RankCoord& x) { return layout_.experts().coords_of(layout_.rank_of(x)); };
     const auto at      = [](const AxisCoords& e, Axis a) { return e[static_cast<size_t>(a)]; };
     const auto tensor  = expert_tensor_group_ranks(layout_, layout_.rank_of(coord_));
+    // An expert-layer group at x, named by the stage and two of its expert coordinates.
+    const auto expert_def = [&](const RankCoord& x, const char* name, Axis a, Axis b, auto ranks_of) {
+      const AxisCoords e = experts(x);
+      return GroupDef{fmt::format(fmt::runtime(name), at(e, Axis::Pipeline), at(e, a), at(e, b)),
+                      ranks_of(layout_, layout_.rank_of(x))};
+    };
     moe_.tensor_group  = layout_.tensor == 1 ? -1
                          : tensor == w_.groups[static_cast<size_t>(tp_group_)].ranks
                              ? tp_group_
                              : group(coord_, [&](const RankCoord& x) {
-                                 const AxisCoords e = experts(x);
-                                 return GroupDef{fmt::format("expert_tensor/pp{}/ep{}/edp{}", at(e, Axis::Pipeline),
-                                                             at(e, Axis::Expert), at(e, Axis::Data)),
-                                                 expert_tensor_group_ranks(layout_, layout_.rank_of(x))};
+                                 return expert_def(x, "expert_tensor/pp{}/ep{}/edp{}", Axis::Expert, Axis::Data,
+                                                   expert_tensor_group_ranks);
                                });
     moe_.expert_group  = ep > 1 ? group(coord_,
                                         [&](const RankCoord& x) {
-                                          const AxisCoords e = experts(x);
-                                          return GroupDef{fmt::format("expert/pp{}/tp{}/ep{}", at(e, Axis::Pipeline),
-                                                                      at(e, Axis::Tensor), at(e, Axis::Data)),
-                                                          expert_group_ranks(layout_, layout_.rank_of(x))};
+                                          return expert_def(x, "expert/pp{}/tp{}/ep{}", Axis::Tensor, Axis::Data,
+                                                            expert_group_ranks);
                                         })
                                 : -1;
     const int replicas = layout_.experts().size(Axis::Data);
     expert_data_group_ = replicas > 1 ? group(coord_,
                                               [&](const RankCoord& x) {
-                                                const AxisCoords e = experts(x);
-                                                return GroupDef{fmt::format("expert_data/pp{}/tp{}/e{}", at(e, Axis::Pipeline),
-                                                                            at(e, Axis::Tensor), at(e, Axis::Expert)),
-                                                                expert_data_group_ranks(layout_, layout_.rank_of(x))};
+                                                return expert_def(x, "expert_data/pp{}/tp{}/e{}", Axis::Tensor,
+                                                                  Axis::Expert, expert_data_group_ranks);
                                               })
                                       : -1;
     experts_.begin_rank(expert_data_group_, replicas, stage_);

@@ -259,9 +259,7 @@ int Collectives::shadow_step(int id, int m, int lane, int k)
       }
     }
   };
-  send_all(g.ranks, true);
-  for (const auto& copy : g.copies)
-    send_all(copy, false);
+  for_group_and_copies(g, send_all);
   shadow_flows_ += started;
   return waited;
 }

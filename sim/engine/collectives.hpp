@@ -95,6 +95,13 @@ private:
   // The same for a coalesced ring: each peer's lane as one transfer to its ring successor.
   int shadow_lane(int id, int m, int lane, double bytes);
   bool shadowed(const Instance& inst) const;
+  // Calls f(ranks, own_group) on the group's members, then on each of its copies (shadows.hpp).
+  template <class F> static void for_group_and_copies(const Group& g, F f)
+  {
+    f(g.ranks, true);
+    for (const auto& copy : g.copies)
+      f(copy, false);
+  }
 
   int allocate_instance();
   bool simulated_member(const Instance& inst, int m) const

@@ -98,9 +98,7 @@ int Collectives::shadow_lane(int id, int m, int lane, double bytes)
       ++started;
     }
   };
-  send_all(g.ranks, true);
-  for (const auto& copy : g.copies)
-    send_all(copy, false);
+  for_group_and_copies(g, send_all);
   shadow_flows_ += started;
   return started;
 }

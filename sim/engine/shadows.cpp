@@ -126,9 +126,9 @@ constexpr double kShortChanged = 0.995;
 
 // A lone simulated member that runs its collective step by step (not one transfer per ring
 // lane, collectives.cpp) waits for its own receives, its peers' sends starting beside its own:
-// that stands for the group only if every member keeps the same pace. Where the members' slowest
-// flows get different bandwidth with every flow of the step running (a mesh's corner and its
-// centre), one member cannot stand for the others: returns why (the replay then runs every rank).
+// that stands for the group only if every member meets the contention it meets. Members whose
+// routes to their peers differ (a mesh's corner and its centre) do not: returns why (the replay
+// then runs every rank). A ring's lanes end with the slowest member's and need no such check.
 std::string check_symmetry(const Workload& w, CollectiveTiming& timing, const CollectiveAlgorithm& algorithm,
                            const SimulatedRanks& simulated, int group, const std::set<std::pair<CollectiveOp, double>>& ops)
 {

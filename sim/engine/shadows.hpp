@@ -16,9 +16,10 @@
 // send their own steps' data as the simulated member sends its, and the step ends when all have
 // arrived (a transfer: when its images have). Where no simulated flow is short-changed the reduced
 // replay is what it was, flow for flow. The check assumes all of a step's traffic at once, so it
-// may shadow more than needed, never less. Where the peers do not keep one pace (a collective run
-// step by step whose members' slowest flows get different bandwidth), no member can stand for
-// the others, and the replay is run at full fidelity instead (symmetry_broken()).
+// may shadow more than needed, never less. Where the peers are not alike (a collective run step by
+// step whose members reach their peers over routes of other latency or bandwidth, a transfer whose
+// images do), no member can stand for the others, and the replay is run at full fidelity instead
+// (symmetry_broken()).
 #pragma once
 
 #include "models/collectives/collective.hpp"

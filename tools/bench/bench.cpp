@@ -85,6 +85,13 @@ int main(int argc, char** argv)
       {"GPT-3 175B, 8,192 GPUs", gpt3, {"parallelism.data=64", "platform.node_groups[0].count=1024", "training.global_batch_size=12288"}},
       {"GPT-3 175B, 16,384 GPUs", gpt3, {"parallelism.data=128", "platform.node_groups[0].count=2048", "training.global_batch_size=24576"}},
       {"Llama 3 405B, 16,384 GPUs", source_path("configs/scenarios/llama3-405b-16k.json"), {}},
+      // Issue 18: the peers' traffic on an oversubscribed fabric, replayed as shadows at reduced
+      // fidelity, and the full replay it stands for (global batch 512: the default's 192
+      // micro-batches would take the full replay past the layer-pass bound).
+      {"GPT-3 175B, 1,024 GPUs, 4:1 fat-tree, batch 512", gpt3,
+       {"platform.network.oversubscription=4", "training.global_batch_size=512"}},
+      {"the same at full fidelity", gpt3,
+       {"platform.network.oversubscription=4", "training.global_batch_size=512", "simulation.fidelity=full"}, true},
       {"bound: 65,536 GPUs (GPT-3 175B)", gpt3,
        {"parallelism.data=512", "platform.node_groups[0].count=8192", "training.global_batch_size=98304"}, true},
       {"bound: 5e5 layer passes (1,008 layers x 496)", gpt3,
@@ -123,11 +130,13 @@ int main(int argc, char** argv)
         points, sweep_jobs, [&](size_t i) { return evaluate_point(sweep, i, false).dump(); },
         [&](size_t, std::string text) { simulated += text.find("\"status\":\"ok\"") != std::string::npos; });
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    fmt::print("\nsweep {} ({} points, {} simulated, the rest infeasible): {:.1f} s wall with -j {}\n", sweep.name,
-               points.size(), simulated, wall, sweep_jobs);
+    const double per_minute = 60.0 * static_cast<double>(simulated) / wall;
+    fmt::print("\nsweep {} ({} points, {} simulated, the rest infeasible): {:.1f} s wall with -j {}, {:.0f} simulated "
+               "points a minute\n",
+               sweep.name, points.size(), simulated, wall, sweep_jobs, per_minute);
     table += fmt::format("\nSweep `configs/sweeps/gpt3-175b-1024.json`: {} points ({} simulated, {} infeasible) in "
-                         "{:.1f} s wall with `-j {}`.\n",
-                         points.size(), simulated, points.size() - simulated, wall, sweep_jobs);
+                         "{:.1f} s wall with `-j {}`: {:.0f} simulated points a minute.\n",
+                         points.size(), simulated, points.size() - simulated, wall, sweep_jobs, per_minute);
   }
   if (!markdown.empty())
     std::ofstream(markdown) << table;

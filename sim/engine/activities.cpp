@@ -1,14 +1,59 @@
 #include "sim/engine/activities.hpp"
 
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u/Comm.hpp>
 
 #include <cstdint>
+#include <stdexcept>
 
 namespace stepsim::engine {
 
-sg4::ExecPtr LiveActivities::delay(int rank, double seconds) const
+LiveActivities::~LiveActivities()
 {
-  return sg4::Exec::init()->set_host(host(rank))->set_flops_amount(seconds * kHostSpeed);
+  for (auto& live : live_)
+    if (live.timer != nullptr)
+      live.timer->remove();
+}
+
+size_t LiveActivities::allocate(Live&& live)
+{
+  size_t slot;
+  if (free_slots_.empty()) {
+    slot = live_.size();
+    live_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  live_[slot]                = std::move(live);
+  live_[slot].transfer.start = now();
+  return slot;
+}
+
+size_t LiveActivities::delay(double seconds, Role role, const Transfer& transfer)
+{
+  const size_t slot = allocate(Live{nullptr, role, transfer, nullptr});
+  ++started_;
+  live_[slot].timer = simgrid::kernel::timer::Timer::set(now() + seconds, [this, slot] { fired(slot); });
+  return slot;
+}
+
+// The engine pops a timer before calling it and deletes it after: forget it first, so that
+// nothing removes it again (the destructor, a cancel from the dispatch).
+void LiveActivities::fired(size_t slot)
+{
+  live_[slot].timer = nullptr;
+  const Live done   = live_[slot];
+  free_slots_.push_back(slot);
+  delay_done_(done);
+}
+
+void LiveActivities::reschedule(size_t slot, double seconds)
+{
+  if (live_[slot].timer == nullptr)
+    throw std::logic_error("rescheduling a delay that has ended");
+  live_[slot].timer->remove();
+  live_[slot].timer = simgrid::kernel::timer::Timer::set(now() + seconds, [this, slot] { fired(slot); });
 }
 
 size_t LiveActivities::launch(sg4::ActivityPtr activity, Role role, const Transfer& transfer)
@@ -27,36 +72,14 @@ size_t LiveActivities::transfer(int src_rank, int dst_rank, double bytes, Role r
 
 size_t LiveActivities::occupy(sg4::ActivityPtr activity, Role role, const Transfer& transfer)
 {
-  size_t slot;
-  if (free_slots_.empty()) {
-    slot = live_.size();
-    live_.emplace_back();
-  } else {
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-  }
-  live_[slot] = Live{activity, role, transfer};
-  live_[slot].transfer.start = now();
+  const size_t slot = allocate(Live{activity, role, transfer, nullptr});
   activity->set_data(reinterpret_cast<void*>(slot + 1));
   activity->start();
   return slot;
 }
 
-void LiveActivities::cancel(size_t slot)
-{
-  sg4::ActivityPtr& old = live_[slot].activity;
-  old->set_data(nullptr);
-  old->suspend(); // a cancelled exec would keep its share of the host until the engine's next step
-  old->cancel();
-  cancelled_.push_back(std::move(old));
-  free_slots_.push_back(slot);
-}
-
 std::optional<LiveActivities::Live> LiveActivities::completed(const sg4::Activity& activity)
 {
-  // Checked first: a chain restarted for interference cancels its exec, whose callbacks (one
-  // at once, nested in the restart, one at the engine's next step) carry no slot and must
-  // touch nothing.
   auto slot = reinterpret_cast<size_t>(activity.get_data<void>());
   if (slot == 0 || slot > live_.size())
     return std::nullopt;

@@ -3,28 +3,39 @@
 // Keep every started ActivityPtr alive until its completion callback has run: dropping the last
 // reference to a running activity crashes SimGrid 3.32 (design notes, engine facts). An
 // activity's data is its slot in the table plus one; 0 marks one the replay no longer follows.
+//
+// A delay, which moves no data and shares no resource (compute chains, closed-form collectives,
+// NCCL's launch costs, latency tails), is a kernel timer of the engine instead of an Exec: SimGrid
+// fires it at its date between the flows' events, without an LMM variable, a model action or an
+// activity object. An Exec on an idle core costs about 3.3 us of engine time, a timer 0.6 us
+// (measured on this 2-core machine, a million of each), and a delay is most of what a
+// full-fidelity replay starts. Timers live in one heap for the whole process, so the table
+// removes those still pending when the replay is torn down (a replay that throws leaves some).
 #pragma once
 
 #include "sim/engine/ranks.hpp"
 
 #include <simgrid/s4u/Activity.hpp>
 #include <simgrid/s4u/Engine.hpp>
-#include <simgrid/s4u/Exec.hpp>
 
+#include <functional>
 #include <optional>
 #include <variant>
 #include <vector>
+
+namespace simgrid::kernel::timer {
+class Timer;
+}
 
 namespace stepsim::engine {
 
 namespace sg4 = simgrid::s4u;
 
-constexpr double kHostSpeed = 1e9; // GPU hosts run 1e9 "flops" per second: an Exec's amount is nanoseconds
 
 inline double now() { return sg4::Engine::get_clock(); }
 
 // What each kind of activity stands for, with the fields its completion needs.
-struct ChainExec { // the Exec of a chain of timed tasks (compute.hpp)
+struct ChainDelay { // the delay of a chain of timed tasks (compute.hpp)
   int chain;
 };
 struct PointToPointTransfer { // a send/receive pair's transfer (point_to_point.hpp)
@@ -51,7 +62,7 @@ struct CollectiveShadow { // a peer's send beside a simulated member's step (sha
 };
 struct LooseShadow { // a peer's send that no simulated task waits for: it only loads the links
 };
-using Role = std::variant<ChainExec, PointToPointTransfer, HostCopy, CollectiveLaunch, CollectiveSend, CollectiveDelay,
+using Role = std::variant<ChainDelay, PointToPointTransfer, HostCopy, CollectiveLaunch, CollectiveSend, CollectiveDelay,
                           CoalescedTransfer, CollectiveShadow, LooseShadow>;
 
 // Data moved between two ranks' GPUs by one activity (for the per-link accounting).
@@ -64,16 +75,26 @@ struct Transfer {
 class LiveActivities {
 public:
   struct Live {
-    sg4::ActivityPtr activity;
+    sg4::ActivityPtr activity; // none for a delay
     Role role;
     Transfer transfer{}; // what a transfer moves (src < 0 for other activities), for --links
+    simgrid::kernel::timer::Timer* timer = nullptr; // a pending delay's
   };
 
   explicit LiveActivities(const std::vector<sg4::Host*>& hosts) : hosts_(hosts) {}
+  ~LiveActivities();
+  LiveActivities(const LiveActivities&)            = delete;
+  LiveActivities& operator=(const LiveActivities&) = delete;
+
+  // Where a delay's end is handed when its timer fires (the replay's owner's dispatch).
+  void on_delay_done(std::function<void(const Live&)> done) { delay_done_ = std::move(done); }
 
   sg4::Host* host(int rank) const { return hosts_[static_cast<size_t>(rank)]; }
-  // An Exec on the rank's GPU that takes `seconds`: a delay that moves no data.
-  sg4::ExecPtr delay(int rank, double seconds) const;
+  // A delay of `seconds` from now that ends as `role` (counted in started()); returns its slot.
+  size_t delay(double seconds, Role role, const Transfer& transfer = Transfer{});
+  // Moves the end of the pending delay in `slot` to `seconds` from now (same slot, same role, not
+  // counted again).
+  void reschedule(size_t slot, double seconds);
 
   // Starts one more activity of the replay (counted in started()).
   size_t launch(sg4::ActivityPtr activity, Role role, const Transfer& transfer = Transfer{});
@@ -82,22 +103,20 @@ public:
   // Starts `activity` in a free slot, which its data points to.
   size_t occupy(sg4::ActivityPtr activity, Role role, const Transfer& transfer);
 
-  sg4::ActivityPtr& activity(size_t slot) { return live_[slot].activity; }
-  // Stops following the activity in `slot` and cancels it; it stays referenced, since SimGrid
-  // still calls back on it.
-  void cancel(size_t slot);
-
   // The record of a finished activity, or none for one the replay no longer follows.
   std::optional<Live> completed(const sg4::Activity& activity);
 
   long long started() const { return started_; }
 
 private:
+  size_t allocate(Live&& live);
+  void fired(size_t slot);
+
   const std::vector<sg4::Host*>& hosts_;
   std::vector<Live> live_;
   std::vector<size_t> free_slots_;
   std::vector<sg4::ActivityPtr> finished_;
-  std::vector<sg4::ActivityPtr> cancelled_; // execs replaced by a restart; SimGrid calls back on them later
+  std::function<void(const Live&)> delay_done_;
   long long started_ = 0;
 };
 

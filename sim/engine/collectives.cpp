@@ -84,12 +84,12 @@ void Collectives::post(const TaskRef& t)
     for (size_t m = 0; m < inst.members.size(); ++m)
       if (inst.members[m].task.rank_index >= 0)
         parts_.accounting.carried_by_collective(inst.group, inst.op, inst.bytes, static_cast<int>(m), now(), now() + seconds);
-    parts_.activities.launch(parts_.activities.delay(me, seconds), CollectiveDelay{id});
+    parts_.activities.delay(seconds, CollectiveDelay{id});
     return;
   }
   if (const double launch_s = parts_.timing.launch_latency(inst.group, inst.op, inst.bytes); launch_s > 0 && inst.steps > 0) {
     // NCCL's launch cost (and its protocol's step latencies beyond the links'), then the steps
-    parts_.activities.launch(parts_.activities.delay(me, launch_s), CollectiveLaunch{id});
+    parts_.activities.delay(launch_s, CollectiveLaunch{id});
     return;
   }
   start_steps(id);

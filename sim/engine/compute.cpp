@@ -95,23 +95,14 @@ void Compute::start_chain(const TaskRef& t, double first_seconds)
   // collectives inside it included): interference slows it.
   c.exposed = parts_.scheduler.task_of(t).kind == TaskKind::Compute && w_.ranks[t.rank_index].comm_compute_interference > 0;
   if (!c.exposed) {
-    parts_.activities.launch(chain_exec(c, total * kHostSpeed), ChainExec{id});
+    parts_.activities.delay(total, ChainDelay{id});
     return;
   }
-  c.rates.emplace_back(now(), compute_rate(t.rank_index));
-  c.launched_flops = total * kHostSpeed;
-  c.slot           = parts_.activities.launch(chain_exec(c, c.launched_flops), ChainExec{id});
+  const double rate = compute_rate(t.rank_index);
+  c.rates.emplace_back(now(), rate);
+  c.launched_s = total;
+  c.slot       = parts_.activities.delay(total / rate, ChainDelay{id});
   exposed_chains_[static_cast<size_t>(t.rank_index)].push_back(id);
-}
-
-// The Exec of a chain with `flops` left to run, bounded while interference slows it.
-sg4::ActivityPtr Compute::chain_exec(const Chain& c, double flops) const
-{
-  auto exec = sg4::Exec::init()->set_host(parts_.activities.host(w_.ranks[static_cast<size_t>(c.rank_index)].rank))
-                  ->set_flops_amount(flops);
-  if (c.exposed && c.rates.back().second < 1)
-    exec->set_bound(c.rates.back().second * kHostSpeed);
-  return exec;
 }
 
 int Compute::allocate_chain(Chain&& chain)
@@ -200,34 +191,21 @@ void Compute::ended(const TaskRef& t)
 }
 
 // The rank's compute rate changed: each running compute chain goes on, with the work it has
-// left, as a new Exec at the new rate. It keeps its chain, so chain_done sees one chain.
+// left, as a new delay at the new rate. It keeps its chain, so chain_done sees one chain.
 void Compute::restart_exposed_chains(int rank_index)
 {
   const double rate = compute_rate(rank_index);
   for (int id : exposed_chains_[static_cast<size_t>(rank_index)]) {
-    Chain& c              = chains_[static_cast<size_t>(id)];
-    sg4::ActivityPtr& old = parts_.activities.activity(c.slot);
-    if (old->get_state() != sg4::Activity::State::STARTED)
+    Chain& c          = chains_[static_cast<size_t>(id)];
+    const double left = c.launched_s - (now() - c.rates.back().first) * c.rates.back().second;
+    // A chain with nothing left is left to end: its delay is due at this very instant (the
+    // engine hands out one instant's ends in turn). The slack: a picosecond, or 1e-13 of the
+    // clock where a long clock's rounding is coarser (its last bit is about 2e-16 of it).
+    if (left <= std::max(1e-12, now() * 1e-13))
       continue;
-    // A chain whose Exec could have ended at this very instant is left to end: its completion
-    // is on its way. SimGrid still shows such an Exec as started while it hands out the
-    // completions of one instant in turn, and asking it for the work left then aborts the
-    // process ("You're updating an action that is not running", found by the property tests).
-    // No Exec runs faster than its rate, so the work it has done is at most (now - launch) x
-    // rate; where that leaves nothing, it may have ended, and only then is SimGrid not asked.
-    const double most_done = (now() - c.rates.back().first) * c.rates.back().second * kHostSpeed;
-    // The slack: a thousandth of a nanosecond, or 1e-13 of the clock where a long clock's
-    // rounding is coarser (the clock's last bit is about 2e-16 of it).
-    const double slack = std::max(1e-3, now() * kHostSpeed * 1e-13);
-    if (c.launched_flops - most_done <= slack)
-      continue;
-    const double left = old->get_remaining();
-    if (!(left > 0))
-      continue;
-    parts_.activities.cancel(c.slot);
     c.rates.emplace_back(now(), rate);
-    c.launched_flops = left;
-    c.slot           = parts_.activities.occupy(chain_exec(c, left), ChainExec{id}, Transfer{});
+    c.launched_s = left;
+    parts_.activities.reschedule(c.slot, left / rate);
   }
 }
 

@@ -3,17 +3,16 @@
 // A task is timed when its duration is known before it runs: compute (stretched for stragglers
 // and jitter), and a collective timed by its closed form whose group has no other simulated
 // member to wait for. Consecutive timed tasks of a rank that nothing else waits on in between
-// run as one SimGrid Exec, a chain: the timings are the same, the engine does a fraction of the
-// work (a transformer stage's forward pass with its tensor-parallel all-reduces becomes one
-// activity).
+// run as one delay, a chain: the timings are the same, the engine does a fraction of the work (a
+// transformer stage's forward pass with its tensor-parallel all-reduces becomes one delay).
 //
 // NCCL's kernels take SMs and memory bandwidth from the compute kernels beside them. While a
 // rank whose device has an interference factor f has a collective in flight on a communication
-// stream, its compute chains run bounded at (1-f) of the host's speed, so compute then takes
-// 1/(1-f) as long. An Exec's bound cannot change once it runs, so when the rank's first such
-// collective starts or its last ends, each running compute chain is restarted with the work it
-// has left under the new bound: exact, and a handful of activities per collective, where a
-// virtual machine per rank made SimGrid re-solve every VM at every step (up to 3x slower).
+// stream, its compute chains run at (1-f) of their speed, so compute then takes 1/(1-f) as long.
+// When the rank's first such collective starts or its last ends, each running compute chain is
+// restarted with the work it has left at the new rate: exact, and a handful of delays per
+// collective, where a virtual machine per rank made SimGrid re-solve every VM at every step (up
+// to 3x slower).
 #pragma once
 
 #include "sim/engine/accounting.hpp"
@@ -37,7 +36,7 @@ public:
   double timed_seconds(const TaskRef& t);
   // Runs the timed task `t` and the timed tasks after it that may join it, as one chain.
   void start_chain(const TaskRef& t, double first_seconds);
-  // The chain's Exec has ended: places its tasks in time and finishes them.
+  // The chain's delay has ended: places its tasks in time and finishes them.
   void chain_done(int id);
 
   // A collective on a communication stream begins or ends: the rank's compute rate may change.
@@ -56,12 +55,11 @@ private:
     bool exposed = false;
     size_t slot  = 0;
     std::vector<std::pair<double, double>> rates;
-    double launched_flops = 0; // the amount its current Exec was launched with
+    double launched_s = 0; // the work (seconds at full speed) its current delay was launched with
   };
 
   // Stragglers' slowdown and jitter of a compute task.
   double compute_factor(const TaskRef& t) const;
-  sg4::ActivityPtr chain_exec(const Chain& c, double flops) const;
   int allocate_chain(Chain&& chain);
   double compute_rate(int rank_index) const;
   void restart_exposed_chains(int rank_index);

@@ -135,15 +135,11 @@ void Collectives::coalesced_transfer_done(int id)
   Instance& inst = instances_[static_cast<size_t>(id)];
   if (--inst.coalesced_left > 0)
     return;
-  int m = 0;
-  while (inst.members[static_cast<size_t>(m)].task.rank_index < 0)
-    ++m;
-  const int me = w_.ranks[inst.members[static_cast<size_t>(m)].task.rank_index].rank;
   if (inst.tail_s <= 0) {
     delay_done(id);
     return;
   }
-  parts_.activities.launch(parts_.activities.delay(me, inst.tail_s), CollectiveDelay{id});
+  parts_.activities.delay(inst.tail_s, CollectiveDelay{id});
 }
 
 } // namespace stepsim::engine

@@ -44,8 +44,8 @@ void PointToPoint::post(const TaskRef& t)
     if (side.rank_index >= 0)
       parts_.scheduler.begin(side);
   if (analytic_network_) { // the transfer's closed form on its path, no sharing
-    parts_.activities.launch(parts_.activities.delay(c.dst, parts_.timing.transfer_seconds(c.src, c.dst, c.bytes)), PointToPointTransfer{id},
-                       Transfer{c.src, c.dst, c.bytes, 0});
+    parts_.activities.delay(parts_.timing.transfer_seconds(c.src, c.dst, c.bytes), PointToPointTransfer{id},
+                            Transfer{c.src, c.dst, c.bytes, 0});
     return;
   }
   parts_.activities.transfer(c.src, c.dst, c.bytes, PointToPointTransfer{id});

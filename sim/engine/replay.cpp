@@ -53,7 +53,11 @@ public:
   {
     ReplayResult result;
     result.collective_algorithms = collective_algorithms(w_, timing_, algorithm_);
-    sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { on_completion(a); });
+    sg4::Activity::on_completion_cb([this](const sg4::Activity& a) {
+      if (auto done = activities_.completed(a))
+        on_completion(*done);
+    });
+    activities_.on_delay_done([this](const LiveActivities::Live& done) { on_completion(done); });
     drain();
     sg4::Engine::get_instance()->run();
     if (scheduler_.remaining() > 0)
@@ -71,15 +75,13 @@ public:
   }
 
 private:
-  void on_completion(const sg4::Activity& activity)
+  // An activity or a delay has ended: the part that started it goes on.
+  void on_completion(const LiveActivities::Live& done)
   {
-    auto done = activities_.completed(activity);
-    if (!done)
-      return;
-    if (done->transfer.src >= 0)
-      accounting_.carried(done->transfer.src, done->transfer.dst, done->transfer.bytes, done->transfer.start, now());
+    if (done.transfer.src >= 0)
+      accounting_.carried(done.transfer.src, done.transfer.dst, done.transfer.bytes, done.transfer.start, now());
     std::visit(Overloaded{
-                   [&](const ChainExec& r) { compute_.chain_done(r.chain); },
+                   [&](const ChainDelay& r) { compute_.chain_done(r.chain); },
                    [&](const PointToPointTransfer& r) { point_to_point_.transfer_done(r.channel); },
                    [&](const CollectiveSend& r) { collectives_.send_done(r); },
                    [&](const CollectiveShadow& r) { collectives_.shadow_done(r); },
@@ -89,7 +91,7 @@ private:
                    [&](const HostCopy& r) { scheduler_.complete(r.task); },
                    [&](const CollectiveLaunch& r) { collectives_.start_steps(r.instance); },
                },
-               done->role);
+               done.role);
     drain();
   }
 

@@ -54,7 +54,9 @@ Workload cost_workload(const Scenario& s, const JobPlan& job, const CollectiveAl
   Workload workload = lower(s);
   describe_groups(workload, s.platform, job.placement.gpu_of_rank, s.simulation.nccl_channels);
   check_collectives(workload, s.simulation, collectives);
-  check_task_graphs(workload); // a graph that would deadlock fails here, naming the rank and task
+  // A reference that points nowhere or a send without its receive fails here; a cycle once the
+  // replay is stuck (replay_step).
+  check_task_graphs(workload, GraphChecks::ButCycles);
   std::vector<const Device*> device_of_program;
   for (const auto& program : workload.ranks)
     device_of_program.push_back(&job.device_of_rank(program.rank));
@@ -93,9 +95,18 @@ StepReplay replay_step(const Scenario& s, const JobPlan& job, Workload& workload
   std::vector<simgrid::s4u::Host*> host_of_rank(rank_in_use.size(), nullptr);
   for (size_t rank = 0; rank < rank_in_use.size(); ++rank)
     host_of_rank[rank] = platform.gpus[static_cast<size_t>(job.placement.gpu_of_rank[rank])];
+  // A replay that is stuck names the cycle in the graphs that made it so, if there is one.
+  const auto run = [&] {
+    try {
+      return replay(workload, host_of_rank, collectives, replay_options(s, links, link_count));
+    } catch (const Deadlock&) {
+      check_task_graphs(workload);
+      throw;
+    }
+  };
   StepReplay step;
   try {
-    step.result = replay(workload, host_of_rank, collectives, replay_options(s, links, link_count));
+    step.result = run();
   } catch (const SymmetryBroken& e) {
     // Every rank instead, on the platform already built: it holds the GPUs of every peer the
     // shadows would have replayed (ranks_in_use), and the engine has run nothing yet.
@@ -106,7 +117,7 @@ StepReplay replay_step(const Scenario& s, const JobPlan& job, Workload& workload
       if (host_of_rank[rank] == nullptr)
         throw std::logic_error(fmt::format("rank {} has no GPU in the platform built for the reduced replay", rank));
     step.full_fidelity_reason = e.what();
-    step.result               = replay(workload, host_of_rank, collectives, replay_options(s, links, link_count));
+    step.result               = run();
   }
 
   if (!std::isfinite(step.result.end_s) || step.result.end_s <= 0)

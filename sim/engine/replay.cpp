@@ -61,7 +61,7 @@ public:
     drain();
     sg4::Engine::get_instance()->run();
     if (scheduler_.remaining() > 0)
-      throw std::runtime_error(scheduler_.deadlock_message());
+      throw Deadlock(scheduler_.deadlock_message());
     result.ranks = scheduler_.take_timelines();
     // The last task's end: shadows that no task waits for may still be moving after it.
     for (const auto& rank : result.ranks)

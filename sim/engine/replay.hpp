@@ -93,9 +93,13 @@ struct ReplayResult {
 struct SymmetryBroken : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// The graphs deadlock: tasks that can never start (the message names the first few).
+struct Deadlock : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Runs inside the process's SimGrid engine, whose platform must already hold `gpu_of_rank`.
-// Throws std::runtime_error when the graphs deadlock (a task that can never start).
+// Throws Deadlock when the graphs deadlock (a task that can never start).
 ReplayResult replay(const Workload& workload, const std::vector<simgrid::s4u::Host*>& gpu_of_rank,
                     const CollectiveAlgorithm& algorithm, const ReplayOptions& options = {});
 

@@ -74,7 +74,11 @@ Task point_to_point_task(TaskKind kind, Stream stream, int peer, int tag, double
                          int chunk);
 Task host_copy_task(Stream stream, double bytes, Pass pass, int micro_batch, int chunk);
 
-using TaskGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Task>;
+// Out-edges only: a bidirectional graph keeps each edge three times (out list, in list and a
+// global edge list of one heap node per edge), which made the graphs of a full-fidelity replay
+// take about 250 bytes a task. What the replay needs of the in-edges (in-degrees, whether a task
+// waits for the one before it) the scheduler derives once (sim/engine/scheduler.hpp).
+using TaskGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, Task>;
 using TaskId    = TaskGraph::vertex_descriptor;
 
 // A compute item shared by every task that runs the same kernels (e.g. one layer's forward).

@@ -46,12 +46,8 @@ void Compute::start_chain(const TaskRef& t, double first_seconds)
   // chain: it would start exactly when the tail ends (tasks of a rank are numbered in program
   // order, and every edge goes forward).
   for (TaskId next = t.task + 1; next < boost::num_vertices(g); ++next) {
-    bool inside = true, after_tail = false;
-    for (auto [e, end] = boost::in_edges(next, g); e != end && inside; ++e) {
-      inside     = boost::source(*e, g) >= chain.first;
-      after_tail = after_tail || boost::source(*e, g) == chain.last;
-    }
-    const double seconds = inside && after_tail ? timed_seconds({t.rank_index, next}) : -1;
+    const double seconds =
+        parts_.scheduler.may_join_chain(t.rank_index, next, chain.first) ? timed_seconds({t.rank_index, next}) : -1;
     if (seconds < 0)
       break;
     chain.seconds.push_back(seconds);

@@ -72,16 +72,19 @@ public:
     const size_t n = parent_.size();
     // Compressed adjacency over the merged nodes.
     std::vector<size_t> start(n + 1, 0);
-    for (size_t ri = 0; ri < w_.ranks.size(); ++ri)
-      for (auto [e, end] = boost::edges(w_.ranks[ri].graph); e != end; ++e)
-        ++start[find(node(ri, boost::source(*e, w_.ranks[ri].graph))) + 1];
+    for (size_t ri = 0; ri < w_.ranks.size(); ++ri) {
+      const auto& g = w_.ranks[ri].graph;
+      for (TaskId u = 0; u < boost::num_vertices(g); ++u)
+        start[find(node(ri, u)) + 1] += boost::out_degree(u, g);
+    }
     std::partial_sum(start.begin(), start.end(), start.begin());
     std::vector<size_t> next(start.begin(), start.end() - 1);
     std::vector<size_t> target(start.back());
     for (size_t ri = 0; ri < w_.ranks.size(); ++ri) {
       const auto& g = w_.ranks[ri].graph;
-      for (auto [e, end] = boost::edges(g); e != end; ++e)
-        target[next[find(node(ri, boost::source(*e, g)))]++] = find(node(ri, boost::target(*e, g)));
+      for (TaskId u = 0; u < boost::num_vertices(g); ++u)
+        for (auto [e, end] = boost::out_edges(u, g); e != end; ++e)
+          target[next[find(node(ri, u))]++] = find(node(ri, boost::target(*e, g)));
     }
     // Iterative depth-first search (graphs reach millions of tasks): 0 new, 1 on the path, 2 done.
     std::vector<uint8_t> color(n, 0);
@@ -116,9 +119,10 @@ private:
   {
     for (size_t ri = 0; ri < w_.ranks.size(); ++ri) {
       const auto& g = w_.ranks[ri].graph;
-      for (auto [e, end] = boost::edges(g); e != end; ++e)
-        if (find(node(ri, boost::source(*e, g))) == from && find(node(ri, boost::target(*e, g))) == to)
-          return {{ri, boost::source(*e, g)}, {ri, boost::target(*e, g)}};
+      for (TaskId u = 0; u < boost::num_vertices(g); ++u)
+        for (auto [e, end] = boost::out_edges(u, g); e != end; ++e)
+          if (find(node(ri, u)) == from && find(node(ri, boost::target(*e, g))) == to)
+            return {{ri, u}, {ri, boost::target(*e, g)}};
     }
     return {locate(from), locate(to)};
   }

@@ -4,28 +4,42 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <stdexcept>
+
 namespace stepsim::engine {
 
 Scheduler::Scheduler(const Workload& w) : w_(w)
 {
   timelines_.resize(w.ranks.size());
   indegree_.resize(w.ranks.size());
+  preceding_.resize(w.ranks.size());
   claimed_.resize(w.ranks.size());
   for (size_t i = 0; i < w.ranks.size(); ++i) {
     const auto& p  = w.ranks[i];
+    const size_t n = boost::num_vertices(p.graph);
+    if (n >= UINT32_MAX)
+      throw std::runtime_error(fmt::format("rank {}: {} tasks, more than the replay numbers", p.rank, n));
     auto& timeline = timelines_[i];
     timeline.rank  = p.rank;
     timeline.stage = p.stage;
-    timeline.tasks.resize(boost::num_vertices(p.graph));
+    timeline.tasks.resize(n);
     auto& deg = indegree_[i];
-    deg.resize(boost::num_vertices(p.graph));
-    claimed_[i].assign(deg.size(), 0);
-    for (TaskId v = 0; v < deg.size(); ++v) {
-      deg[v] = static_cast<int>(boost::in_degree(v, p.graph));
+    deg.assign(n, 0);
+    auto& preceding = preceding_[i];
+    preceding.assign(n, Preceding{});
+    claimed_[i].assign(n, 0);
+    for (TaskId u = 0; u < n; ++u)
+      for (auto [e, end] = boost::out_edges(u, p.graph); e != end; ++e) {
+        const TaskId v = boost::target(*e, p.graph);
+        ++deg[v];
+        preceding[v].earliest           = std::min(preceding[v].earliest, static_cast<uint32_t>(u));
+        preceding[v].waits_for_previous = preceding[v].waits_for_previous || u + 1 == v;
+      }
+    for (TaskId v = 0; v < n; ++v)
       if (deg[v] == 0)
         ready_.push_back({static_cast<int>(i), v});
-    }
-    remaining_ += static_cast<long long>(deg.size());
+    remaining_ += static_cast<long long>(n);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "sim/engine/ranks.hpp"
 #include "sim/engine/replay.hpp"
 
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
@@ -43,6 +44,13 @@ public:
   void finish(const TaskRef& t, double start, double end);
   // The task belongs to a running chain, which finishes it itself: never ready on its own.
   void claim(const TaskRef& t) { claimed_[t.rank_index][t.task] = 1; }
+  // True when task `next` of the rank waits for the task just before it and otherwise only for
+  // tasks from `first` on: it may join a chain running tasks first .. next-1 (compute.hpp).
+  bool may_join_chain(int rank_index, TaskId next, TaskId first) const
+  {
+    const auto& p = preceding_[static_cast<size_t>(rank_index)][next];
+    return p.waits_for_previous && p.earliest >= first;
+  }
 
   // The next ready task, first come first served.
   std::optional<TaskRef> next_ready();
@@ -55,7 +63,14 @@ private:
   const Workload& w_;
   Watcher* watcher_ = nullptr;
   std::vector<RankTimeline> timelines_;
+  // What a task waits for, from the graph's out-edges: its earliest predecessor and whether the
+  // task just before it is one.
+  struct Preceding {
+    uint32_t earliest       = UINT32_MAX;
+    bool waits_for_previous = false;
+  };
   std::vector<std::vector<int>> indegree_;
+  std::vector<std::vector<Preceding>> preceding_;
   std::vector<std::vector<char>> claimed_;
   std::deque<TaskRef> ready_;
   long long remaining_ = 0;

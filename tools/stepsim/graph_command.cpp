@@ -102,8 +102,10 @@ int run_graph(const GraphOptions& o)
       }
       tasks.push_back(j);
     }
-    for (auto [e, end] = boost::edges(p.graph); e != end; ++e)
-      edges.push_back({boost::source(*e, p.graph), boost::target(*e, p.graph)});
+    // By source, then in the order the lowering added them.
+    for (TaskId u = 0; u < boost::num_vertices(p.graph); ++u)
+      for (auto [e, end] = boost::out_edges(u, p.graph); e != end; ++e)
+        edges.push_back({u, boost::target(*e, p.graph)});
     emit(o.json_out, nlohmann::json{{"rank", p.rank}, {"stage", p.stage}, {"tasks", tasks}, {"edges", edges}}.dump(1) +
                          "\n");
   }

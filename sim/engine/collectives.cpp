@@ -36,7 +36,10 @@ void Collectives::post(const TaskRef& t)
 {
   const Task& task = parts_.scheduler.task_of(t);
   const Group& g   = w_.groups[static_cast<size_t>(task.group)];
-  int seq          = collective_seq_[t.rank_index][task.group]++;
+  auto& seqs = collective_seq_[t.rank_index];
+  if (seqs.empty())
+    seqs.assign(w_.groups.size(), 0);
+  int seq          = seqs[static_cast<size_t>(task.group)]++;
   long long key    = static_cast<long long>(task.group) * (1LL << 32) + seq;
   auto [it, fresh] = instance_ids_.try_emplace(key, 0);
   if (fresh) {

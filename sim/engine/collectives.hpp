@@ -117,7 +117,7 @@ private:
   const Workload& w_;
   const CollectiveAlgorithm& algorithm_;
   Parts parts_;
-  std::vector<std::unordered_map<int, int>> collective_seq_;
+  std::vector<std::vector<int>> collective_seq_; // per simulated rank and group: collectives it has posted
   std::vector<Instance> instances_;
   std::vector<int> free_instances_;
   std::unordered_map<long long, int> instance_ids_;

@@ -12,9 +12,7 @@ namespace stepsim::engine {
 Scheduler::Scheduler(const Workload& w) : w_(w)
 {
   timelines_.resize(w.ranks.size());
-  indegree_.resize(w.ranks.size());
-  preceding_.resize(w.ranks.size());
-  claimed_.resize(w.ranks.size());
+  state_.resize(w.ranks.size());
   for (size_t i = 0; i < w.ranks.size(); ++i) {
     const auto& p  = w.ranks[i];
     const size_t n = boost::num_vertices(p.graph);
@@ -24,20 +22,17 @@ Scheduler::Scheduler(const Workload& w) : w_(w)
     timeline.rank  = p.rank;
     timeline.stage = p.stage;
     timeline.tasks.resize(n);
-    auto& deg = indegree_[i];
-    deg.assign(n, 0);
-    auto& preceding = preceding_[i];
-    preceding.assign(n, Preceding{});
-    claimed_[i].assign(n, 0);
+    auto& state = state_[i];
+    state.assign(n, TaskState{});
     for (TaskId u = 0; u < n; ++u)
       for (auto [e, end] = boost::out_edges(u, p.graph); e != end; ++e) {
-        const TaskId v = boost::target(*e, p.graph);
-        ++deg[v];
-        preceding[v].earliest           = std::min(preceding[v].earliest, static_cast<uint32_t>(u));
-        preceding[v].waits_for_previous = preceding[v].waits_for_previous || u + 1 == v;
+        TaskState& s = state[boost::target(*e, p.graph)];
+        ++s.waiting_for;
+        s.earliest           = std::min(s.earliest, static_cast<uint32_t>(u));
+        s.waits_for_previous = s.waits_for_previous || u + 1 == boost::target(*e, p.graph);
       }
     for (TaskId v = 0; v < n; ++v)
-      if (deg[v] == 0)
+      if (state[v].waiting_for == 0)
         ready_.push_back({static_cast<int>(i), v});
     remaining_ += static_cast<long long>(n);
   }
@@ -66,7 +61,8 @@ void Scheduler::finish(const TaskRef& t, double start, double end)
   for (auto [e, last] = boost::out_edges(t.task, g); e != last; ++e) {
     TaskId next = boost::target(*e, g);
     // A claimed task belongs to a running chain, which finishes it itself.
-    if (--indegree_[t.rank_index][next] == 0 && !claimed_[t.rank_index][next])
+    TaskState& s = state_[t.rank_index][next];
+    if (--s.waiting_for == 0 && !s.claimed)
       ready_.push_back({t.rank_index, next});
   }
 }

@@ -43,13 +43,13 @@ public:
   // The task ran over [start, end]: its successors whose last predecessor it was become ready.
   void finish(const TaskRef& t, double start, double end);
   // The task belongs to a running chain, which finishes it itself: never ready on its own.
-  void claim(const TaskRef& t) { claimed_[t.rank_index][t.task] = 1; }
+  void claim(const TaskRef& t) { state_[t.rank_index][t.task].claimed = true; }
   // True when task `next` of the rank waits for the task just before it and otherwise only for
   // tasks from `first` on: it may join a chain running tasks first .. next-1 (compute.hpp).
   bool may_join_chain(int rank_index, TaskId next, TaskId first) const
   {
-    const auto& p = preceding_[static_cast<size_t>(rank_index)][next];
-    return p.waits_for_previous && p.earliest >= first;
+    const auto& s = state_[static_cast<size_t>(rank_index)][next];
+    return s.waits_for_previous && s.earliest >= first;
   }
 
   // The next ready task, first come first served.
@@ -63,15 +63,17 @@ private:
   const Workload& w_;
   Watcher* watcher_ = nullptr;
   std::vector<RankTimeline> timelines_;
-  // What a task waits for, from the graph's out-edges: its earliest predecessor and whether the
-  // task just before it is one.
-  struct Preceding {
+  // Per task, side by side (a finished task touches its successors' counters: one cache line
+  // each instead of one per array): predecessors not yet finished, the earliest predecessor and
+  // whether the task just before it is one (from the graph's out-edges), and whether a chain
+  // holds it.
+  struct TaskState {
+    int32_t waiting_for     = 0;
     uint32_t earliest       = UINT32_MAX;
     bool waits_for_previous = false;
+    bool claimed            = false;
   };
-  std::vector<std::vector<int>> indegree_;
-  std::vector<std::vector<Preceding>> preceding_;
-  std::vector<std::vector<char>> claimed_;
+  std::vector<std::vector<TaskState>> state_;
   std::deque<TaskRef> ready_;
   long long remaining_ = 0;
 };

@@ -20,11 +20,12 @@ constexpr long long kMaxGpusPerNode = 1LL << 10;
 constexpr double kMaxParameters     = 1e15;      // a thousand times the largest published models
 constexpr double kMaxBucketBytes    = 1LL << 50; // 1 PiB
 constexpr double kMaxMicroBatchTokens = 1LL << 31;
-// The lowering builds about a dozen tasks per (simulated rank, micro-batch, layer), about 3.8 kB
-// of task graph in all: 1,008 layers x 992 micro-batches (1e6 triples) took 3.8 GB and 28 s here.
-// Half a million keeps a run under 2 GB, and is still three times GPT-3 on one 16-stage pipeline
-// with no data parallelism (96 layers x 1,536 micro-batches).
-constexpr double kMaxLayerPasses = 5e5;
+// The lowering builds about a dozen tasks per (simulated rank, micro-batch, layer): with
+// out-edges only in the graphs (sim/core/task_graph.hpp) about 2.5 kB per triple in all, where
+// it was 3.8 kB. 1,008 layers x 496 micro-batches (5e5 triples) took 1.25 GB here, the default
+// scenario at full fidelity (64 ranks per stage x 192 micro-batches x 96 layers, 1.18e6) 3.1 GB
+// and 47 s. One and a quarter million lets that run and keeps every run near 3 GB.
+constexpr double kMaxLayerPasses = 1.25e6;
 // The replay engine numbers the messages across one stage boundary (micro-batch × virtual stage,
 // forward and backward) in 20 bits.
 constexpr double kMaxPipelineMessages = 1LL << 19;

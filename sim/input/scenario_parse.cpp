@@ -224,7 +224,7 @@ void check_sizes(const Scenario& s, const ModelHooks& model, Problems& problems)
   if (passes > kMaxLayerPasses)
     problems.add(full ? "simulation.fidelity" : "training.global_batch_size",
                  fmt::format("{:.0f} simulated ranks per stage × {:.0f} micro-batches × {} layers = {:.3g} layer passes "
-                             "to lower, more than the {:.0e} stepsim can hold{}",
+                             "to lower, more than the {:.3g} stepsim can hold{}",
                              ranks, micro_batches, layers, passes, kMaxLayerPasses,
                              full ? "; use \"reduced\" fidelity" : ""));
 }

@@ -115,6 +115,14 @@ Task p2p(TaskKind kind, Stream stream, int peer, int tag)
   return point_to_point_task(kind, stream, peer, tag, 1e6, Pass::Forward, -1, 0);
 }
 
+// The rank's graph: these tasks and exactly these edges (a builder would add its stream order).
+void set_graph(RankProgram& program, const std::vector<Task>& tasks, const std::vector<std::pair<TaskId, TaskId>>& edges)
+{
+  program.graph = TaskGraph(boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(), tasks.size());
+  for (TaskId v = 0; v < tasks.size(); ++v)
+    program.graph[v] = tasks[v];
+}
+
 std::string all(const std::vector<std::string>& problems)
 {
   std::string out;
@@ -143,11 +151,7 @@ TEST_CASE("graph check: a lowered scenario passes", "[graph_check]")
 TEST_CASE("graph check: a cycle within a rank names the rank and the tasks", "[graph_check]")
 {
   Workload w = two_ranks();
-  auto& g    = w.ranks[1].graph;
-  TaskId a   = boost::add_vertex(forward(0), g);
-  TaskId b   = boost::add_vertex(forward(1), g);
-  boost::add_edge(a, b, g);
-  boost::add_edge(b, a, g);
+  set_graph(w.ranks[1], {forward(0), forward(1)}, {{0, 1}, {1, 0}});
   auto text = all(find_graph_problems(w));
   INFO(text);
   CHECK(text.find("rank 1: the task graph has a cycle") != std::string::npos);
@@ -159,8 +163,8 @@ TEST_CASE("graph check: a cycle within a rank names the rank and the tasks", "[g
 TEST_CASE("graph check: a send without its receive names both ranks and the tag", "[graph_check]")
 {
   Workload w = two_ranks();
-  boost::add_vertex(p2p(TaskKind::Send, Stream::SendNext, 1, 7), w.ranks[0].graph);
-  boost::add_vertex(p2p(TaskKind::Recv, Stream::RecvPrev, 0, 8), w.ranks[1].graph); // wrong tag
+  set_graph(w.ranks[0], {p2p(TaskKind::Send, Stream::SendNext, 1, 7)}, {});
+  set_graph(w.ranks[1], {p2p(TaskKind::Recv, Stream::RecvPrev, 0, 8)}, {}); // wrong tag
   auto text = all(find_graph_problems(w));
   INFO(text);
   CHECK(text.find("rank 0: task 0 (forward send to rank 1, tag 7") != std::string::npos);
@@ -172,26 +176,20 @@ TEST_CASE("graph check: a send without its receive names both ranks and the tag"
 TEST_CASE("graph check: ranks that each receive before they send deadlock across ranks", "[graph_check]")
 {
   Workload w = two_ranks();
-  for (int r = 0; r < 2; ++r) {
-    auto& g     = w.ranks[static_cast<size_t>(r)].graph;
-    TaskId recv = boost::add_vertex(p2p(TaskKind::Recv, Stream::RecvPrev, 1 - r, 1 - r), g);
-    TaskId send = boost::add_vertex(p2p(TaskKind::Send, Stream::SendNext, 1 - r, r), g);
-    boost::add_edge(recv, send, g);
-  }
+  // Task 0 receives, task 1 sends.
+  for (int r = 0; r < 2; ++r)
+    set_graph(w.ranks[static_cast<size_t>(r)],
+              {p2p(TaskKind::Recv, Stream::RecvPrev, 1 - r, 1 - r), p2p(TaskKind::Send, Stream::SendNext, 1 - r, r)},
+              {{0, 1}});
   auto text = all(find_graph_problems(w));
   INFO(text);
   CHECK(text.find("the task graphs deadlock across ranks") != std::string::npos);
   // The same exchange with the sends first on one side runs.
   Workload ok = two_ranks();
-  for (int r = 0; r < 2; ++r) {
-    auto& g     = ok.ranks[static_cast<size_t>(r)].graph;
-    TaskId recv = boost::add_vertex(p2p(TaskKind::Recv, Stream::RecvPrev, 1 - r, 1 - r), g);
-    TaskId send = boost::add_vertex(p2p(TaskKind::Send, Stream::SendNext, 1 - r, r), g);
-    if (r == 0)
-      boost::add_edge(recv, send, g);
-    else
-      boost::add_edge(send, recv, g);
-  }
+  for (int r = 0; r < 2; ++r)
+    set_graph(ok.ranks[static_cast<size_t>(r)],
+              {p2p(TaskKind::Recv, Stream::RecvPrev, 1 - r, 1 - r), p2p(TaskKind::Send, Stream::SendNext, 1 - r, r)},
+              {r == 0 ? std::pair<TaskId, TaskId>{0, 1} : std::pair<TaskId, TaskId>{1, 0}});
   CHECK(find_graph_problems(ok).empty());
   // The road looks for cycles only once a replay is stuck: all but the cycles finds nothing
   // here, and the replay stops with Deadlock instead of running on or crashing.
@@ -214,12 +212,11 @@ TEST_CASE("graph check: references that point nowhere are problems, not crashes"
   Workload w = two_ranks();
   Task bad_work = forward(0);
   bad_work.work = 5;
-  boost::add_vertex(bad_work, w.ranks[0].graph);
-  boost::add_vertex(p2p(TaskKind::Send, Stream::SendNext, 9, 0), w.ranks[0].graph);
+  set_graph(w.ranks[0], {bad_work, p2p(TaskKind::Send, Stream::SendNext, 9, 0)}, {});
   Task bad_group;
   bad_group.kind  = TaskKind::Collective;
   bad_group.group = 3;
-  boost::add_vertex(bad_group, w.ranks[1].graph);
+  set_graph(w.ranks[1], {bad_group}, {});
   auto text = all(find_graph_problems(w));
   INFO(text);
   CHECK(text.find("refers to work 5, but there are 1") != std::string::npos);

@@ -520,7 +520,7 @@ private:
     return units;
   }
 
-  const TaskGraph& builder_graph() const { return w_.ranks.back().graph; }
+  const BuildingGraph& builder_graph() const { return builder_->graph(); }
 
   void flush_bucket() { end_backward(true); }
 
@@ -594,6 +594,7 @@ private:
     flush_bucket();
     reduce_gradients_and_step(last_compute_task());
     end_update(updates - 1);
+    builder.finish();
     builder_ = nullptr;
     // The stage's other ranks copy to their own hosts at the same time (offload, FCDP).
     const auto& g = w_.ranks.back().graph;
@@ -607,14 +608,14 @@ private:
   // Marks the end of a lowered step when update `u` is its last (only when several are lowered).
   void end_update(int u)
   {
-    const auto& g = w_.ranks.back().graph;
+    const auto& g = builder_graph();
     if (w_.steps > 1 && ((u + 1) * per_update_) % shape_.micro_batches == 0 && boost::num_vertices(g) > 0)
       w_.ranks.back().step_ends.push_back(boost::num_vertices(g) - 1);
   }
 
   TaskId last_compute_task() const
   {
-    const auto& g = w_.ranks.back().graph;
+    const auto& g = builder_graph();
     for (auto v = boost::num_vertices(g); v > 0; --v)
       if (g[v - 1].stream == Stream::Compute)
         return v - 1;

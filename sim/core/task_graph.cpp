@@ -1,5 +1,7 @@
 #include "sim/core/task_graph.hpp"
 
+#include <stdexcept>
+
 namespace stepsim {
 
 const char* stream_name(Stream s)
@@ -116,6 +118,43 @@ Task host_copy_task(Stream stream, double bytes, Pass pass, int micro_batch, int
           .bytes = bytes};
 }
 
+ProgramBuilder::ProgramBuilder(RankProgram& program) : program_(program)
+{
+  last_.fill(kNone);
+  const TaskGraph& g = program.graph;
+  for (TaskId v = 0; v < boost::num_vertices(g); ++v)
+    boost::add_vertex(g[v], graph_);
+  for (TaskId u = 0; u < boost::num_vertices(g); ++u)
+    for (auto [e, end] = boost::out_edges(u, g); e != end; ++e)
+      boost::add_edge(u, boost::target(*e, g), graph_);
+}
+
+ProgramBuilder::~ProgramBuilder()
+{
+  // Not while an exception unwinds the lowering: the graph would be thrown away, and a second
+  // exception (out of memory) would end the process.
+  if (!finished_ && std::uncaught_exceptions() == 0)
+    finish();
+}
+
+void ProgramBuilder::finish()
+{
+  if (finished_)
+    throw std::logic_error("a task graph finished twice");
+  finished_      = true;
+  const size_t n = boost::num_vertices(graph_);
+  std::vector<std::pair<TaskId, TaskId>> edges;
+  for (TaskId u = 0; u < n; ++u)
+    for (auto [e, end] = boost::out_edges(u, graph_); e != end; ++e)
+      edges.emplace_back(u, boost::target(*e, graph_));
+  // Sorted by source, each task's successors in the order they were added (the replay readies
+  // them in that order).
+  program_.graph = TaskGraph(boost::edges_are_sorted, edges.begin(), edges.end(), n);
+  for (TaskId v = 0; v < n; ++v)
+    program_.graph[v] = graph_[v];
+  graph_ = BuildingGraph{};
+}
+
 TaskId ProgramBuilder::add(const Task& task, TaskId after)
 {
   TaskId id = add(task);
@@ -125,13 +164,13 @@ TaskId ProgramBuilder::add(const Task& task, TaskId after)
 
 TaskId ProgramBuilder::add(const Task& task)
 {
-  TaskId id   = boost::add_vertex(task, program_.graph);
+  TaskId id   = boost::add_vertex(task, graph_);
   // Megatron issues tensor-parallel collectives on the compute stream: the next kernel waits for
   // them, so they share the compute stream's order (they still count as communication).
   const Stream order = task.stream == Stream::Tensor ? Stream::Compute : task.stream;
   auto& last  = last_[static_cast<size_t>(order)];
   if (last != kNone)
-    boost::add_edge(last, id, program_.graph);
+    boost::add_edge(last, id, graph_);
   last = id;
   return id;
 }
@@ -139,7 +178,7 @@ TaskId ProgramBuilder::add(const Task& task)
 void ProgramBuilder::depends(TaskId later, TaskId earlier)
 {
   if (earlier != kNone && later != kNone)
-    boost::add_edge(earlier, later, program_.graph);
+    boost::add_edge(earlier, later, graph_);
 }
 
 } // namespace stepsim

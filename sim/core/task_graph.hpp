@@ -6,11 +6,14 @@
 #include "sim/core/kernel.hpp"
 
 #include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/compressed_sparse_row_graph.hpp>
 
 #include <array>
 
 #include <cstdint>
+#include <exception>
 #include <map>
+#include <type_traits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,12 +77,18 @@ Task point_to_point_task(TaskKind kind, Stream stream, int peer, int tag, double
                          int chunk);
 Task host_copy_task(Stream stream, double bytes, Pass pass, int micro_batch, int chunk);
 
-// Out-edges only: a bidirectional graph keeps each edge three times (out list, in list and a
-// global edge list of one heap node per edge), which made the graphs of a full-fidelity replay
-// take about 250 bytes a task. What the replay needs of the in-edges (in-degrees, whether a task
-// waits for the one before it) the scheduler derives once (sim/engine/scheduler.hpp).
-using TaskGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, Task>;
+// A rank's tasks once lowered, frozen as a compressed sparse row graph: each task's successors
+// side by side, 8 bytes an edge, out-edges only. An adjacency list allocates every edge on its own
+// (Boost keeps even an empty edge property behind a pointer), and a bidirectional one keeps each
+// edge three times: the graphs of a full-fidelity replay took about 250 bytes a task, and the
+// default scenario at full fidelity holds some 20 million tasks. What the replay needs of the
+// in-edges (in-degrees, whether a task waits for the one before it) the scheduler derives once
+// (sim/engine/scheduler.hpp).
+using TaskGraph = boost::compressed_sparse_row_graph<boost::directedS, Task>;
 using TaskId    = TaskGraph::vertex_descriptor;
+// The graph while a lowering builds it, task by task and edge by edge (ProgramBuilder).
+using BuildingGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, Task>;
+static_assert(std::is_same_v<TaskId, BuildingGraph::vertex_descriptor>);
 
 // A compute item shared by every task that runs the same kernels (e.g. one layer's forward).
 struct Work {
@@ -155,18 +164,30 @@ inline constexpr int kShadowedWorld = 2048;
 std::vector<bool> ranks_in_use(const Workload& w);
 
 // Builds a graph stream by stream: each added task depends on the previous task of its stream.
+// It goes on from the tasks the program already has, and freezes them all into the program's
+// graph when finished (or destroyed).
 class ProgramBuilder {
 public:
-  explicit ProgramBuilder(RankProgram& program) : program_(program) { last_.fill(kNone); }
+  explicit ProgramBuilder(RankProgram& program);
+  ~ProgramBuilder();
+  ProgramBuilder(const ProgramBuilder&)            = delete;
+  ProgramBuilder& operator=(const ProgramBuilder&) = delete;
+
   TaskId add(const Task& task);
   // add, and make the task wait for `after` as well as for its stream (kNone: the stream only).
   TaskId add(const Task& task, TaskId after);
   void depends(TaskId later, TaskId earlier);
+  // The tasks and edges so far.
+  const BuildingGraph& graph() const { return graph_; }
+  // Writes them into the program's graph; the builder takes nothing more.
+  void finish();
   static constexpr TaskId kNone = static_cast<TaskId>(-1);
 
 private:
   RankProgram& program_;
+  BuildingGraph graph_;
   std::array<TaskId, kStreamCount> last_;
+  bool finished_ = false;
 };
 
 } // namespace stepsim

@@ -1,5 +1,6 @@
 #include "sim/core/task_graph.hpp"
 
+#include <exception>
 #include <stdexcept>
 
 namespace stepsim {
@@ -152,7 +153,7 @@ void ProgramBuilder::finish()
   program_.graph = TaskGraph(boost::edges_are_sorted, edges.begin(), edges.end(), n);
   for (TaskId v = 0; v < n; ++v)
     program_.graph[v] = graph_[v];
-  graph_ = BuildingGraph{};
+  graph_.clear(); // its edges now (Boost assigns and swaps adjacency lists edge by edge)
 }
 
 TaskId ProgramBuilder::add(const Task& task, TaskId after)

@@ -39,7 +39,7 @@ size_t LiveActivities::delay(double seconds, Role role, const Transfer& transfer
 }
 
 // The engine pops a timer before calling it and deletes it after: forget it first, so that
-// nothing removes it again (the destructor, a cancel from the dispatch).
+// nothing removes it again (the destructor, a reschedule).
 void LiveActivities::fired(size_t slot)
 {
   live_[slot].timer = nullptr;

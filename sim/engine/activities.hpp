@@ -31,7 +31,6 @@ namespace stepsim::engine {
 
 namespace sg4 = simgrid::s4u;
 
-
 inline double now() { return sg4::Engine::get_clock(); }
 
 // What each kind of activity stands for, with the fields its completion needs.

@@ -1,8 +1,8 @@
-// Checks a lowered workload before the replay starts, so that a graph that cannot run to the end
-// is an error naming the rank and the task instead of a simulation that stalls or reads out of
-// range: a cycle inside one rank's graph, a send without its receive (or the reverse) between
-// simulated ranks, a cycle that only appears across ranks once each send is joined to its
-// receive, and references (peer, work, group) that point nowhere.
+// Checks a lowered workload, so that a graph that cannot run to the end is an error naming the
+// rank and the task instead of a simulation that stalls or reads out of range: references (peer,
+// work, group) that point nowhere and a send without its receive (or the reverse) between
+// simulated ranks before the replay starts; a cycle inside one rank's graph, or one that only
+// appears across ranks once each send is joined to its receive, once a replay is stuck.
 #pragma once
 
 #include "sim/core/task_graph.hpp"

@@ -264,27 +264,104 @@ private:
   }
 
   // A sequence-parallel block whose collectives the framework overlaps with its GEMMs
-  // (FrameworkProfile::tensor_comm_overlap): the all-gather's first chunk is waited for, the rest
-  // arrives while the GEMM runs on what has come; the reduce-scatter's chunks leave as the GEMM
-  // produces them, and only the last is waited for. The hidden parts share the GPU with the
-  // compute (the engine's comm/compute interference).
+  // (FrameworkProfile::tensor_comm_overlap), as Transformer Engine's userbuffers run them
+  // (transformer_engine/pytorch/module/base.py, initialize_ub: ring_exchange for qkv_fprop,
+  // fc1_fprop, proj_dgrad and fc2_dgrad; pipeline for proj_fprop and fc2_fprop; bulk for
+  // qkv_dgrad, qkv_wgrad, fc1_dgrad and fc1_wgrad):
+  // - an all-gather by ring exchange feeds the GEMM one chunk at a time, starting from the chunk
+  //   the rank holds (common/comm_gemm_overlap/comm_gemm_overlap.cpp, split_overlap_ag: chunk
+  //   (tp_id - i) % tp_size at step i), so none of it is waited for before the GEMM starts;
+  // - a pipelined reduce-scatter leaves chunk by chunk as the GEMM produces them, and only the last
+  //   of tensor_overlap_reduce_chunks is waited for;
+  // - backward, the gradient's all-gather runs by ring exchange beside the row-parallel dgrad, the
+  //   input's all-gather (the weight gradient needs the whole sequence again) in bulk beside the
+  //   column-parallel dgrad, and the dgrad's reduce-scatter in bulk beside the weight gradient
+  //   (backward_block). A backward split from its weight gradients (zero-bubble schedules) has
+  //   no weight gradient to hide the reduce-scatter behind, and waits for it.
+  // The hidden collectives run on their own stream (tensor_overlap) and slow compute by the
+  // device's interference factor; the block ends when its compute and all of them have.
   TaskId overlapped_block(int work, Pass pass, const PipeOp& op, TaskId after, double bytes)
   {
-    const double gather_first = 1.0 / layout_.tensor;
-    const double scatter_last = 1.0 / std::max(1.0, framework_.tensor_overlap_reduce_chunks);
-    after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, bytes * gather_first, pass, op, after);
-    TaskId hidden = ProgramBuilder::kNone;
-    if (gather_first < 1)
-      hidden = collective(Stream::TensorOverlap, CollectiveOp::AllGather, tp_group_, bytes * (1 - gather_first), pass,
-                          op, after);
-    if (scatter_last < 1)
-      hidden = collective(Stream::TensorOverlap, CollectiveOp::ReduceScatter, tp_group_, bytes * (1 - scatter_last),
-                          pass, op, after);
-    after        = compute(work, pass, op, after);
-    const TaskId done =
-        collective(Stream::Tensor, CollectiveOp::ReduceScatter, tp_group_, bytes * scatter_last, pass, op, after);
-    builder_->depends(done, hidden); // the block's output is whole once every chunk has left
+    std::vector<TaskId> hidden;
+    const auto beside = [&](CollectiveOp c, double b) {
+      hidden.push_back(collective(Stream::TensorOverlap, c, tp_group_, b, pass, op, after));
+    };
+    double waited_scatter = 0; // bytes of reduce-scatter waited for after the compute
+    if (pass == Pass::Forward || pass == Pass::Recompute) {
+      const double last = 1.0 / std::max(1.0, framework_.tensor_overlap_reduce_chunks);
+      beside(CollectiveOp::AllGather, bytes);
+      if (last < 1)
+        beside(CollectiveOp::ReduceScatter, bytes * (1 - last));
+      waited_scatter = bytes * last;
+    } else { // a backward without its weight gradients (backward_block lowers a whole one)
+      beside(CollectiveOp::AllGather, bytes); // the output gradient, for the row-parallel dgrad
+      waited_scatter = bytes;
+    }
+    TaskId done = compute(work, pass, op, after);
+    if (waited_scatter > 0)
+      done = collective(Stream::Tensor, CollectiveOp::ReduceScatter, tp_group_, waited_scatter, pass, op, done);
+    else
+      done = compute(overlap_wait_work(), pass, op, done);
+    for (TaskId h : hidden)
+      builder_->depends(done, h);
     return done;
+  }
+
+  // A block's whole backward (dgrad and wgrad). Where the framework overlaps the tensor-parallel
+  // backward with the GEMMs, it runs as the dgrad part, then the wgrad part beside the dgrad's
+  // collective:
+  // - Megatron-LM's column-parallel linear (FrameworkProfile::tensor_backward_overlap;
+  //   LinearWithGradAccumulationAndAsyncCommunication.backward): with sequence parallelism the
+  //   input's all-gather runs beside the dgrad GEMM and the dgrad's reduce-scatter beside the
+  //   wgrad GEMM, both async_op=True; without it the dgrad's all-reduce runs beside the wgrad GEMM
+  //   (--async-tensor-model-parallel-allreduce). The output gradient's all-gather of a
+  //   row-parallel linear (_ReduceScatterToSequenceParallelRegion.backward) stays blocking.
+  // - Transformer Engine's userbuffers (tensor_comm_overlap): the output gradient's all-gather too
+  //   runs beside the dgrad (ring exchange, see overlapped_block).
+  // Every other block runs as block() lowers it.
+  TaskId backward_block(const Block& b, const PipeOp& op, TaskId after)
+  {
+    const bool tp    = layout_.tensor > 1;
+    const bool sp    = s_.parallelism.sequence_parallel;
+    const bool dense = b.backward >= 0 && !(static_cast<size_t>(b.backward) < custom_.size() &&
+                                            custom_[static_cast<size_t>(b.backward)] != BlockKind::Dense);
+    const bool te    = sp && framework_.tensor_comm_overlap;
+    if (!b.reduce_backward || !tp || !dense || b.backward_input < 0 || b.backward_weight < 0 ||
+        !(te || framework_.tensor_backward_overlap))
+      return block(b.backward, Pass::Backward, op, after, b.reduce_backward);
+    const Pass pass    = Pass::Backward;
+    const double bytes = activation_bytes(s_);
+    std::vector<TaskId> hidden;
+    if (te)
+      hidden.push_back(collective(Stream::TensorOverlap, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after));
+    else if (sp)
+      after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after);
+    TaskId input_gathered = ProgramBuilder::kNone;
+    if (sp) {
+      input_gathered = collective(Stream::TensorOverlap, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after);
+      hidden.push_back(input_gathered);
+    }
+    const TaskId dgrad = compute(b.backward_input, pass, op, after);
+    hidden.push_back(collective(Stream::TensorOverlap, sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce,
+                                tp_group_, bytes, pass, op, dgrad));
+    const TaskId wgrad = compute(b.backward_weight, pass, op, dgrad);
+    if (input_gathered != ProgramBuilder::kNone)
+      builder_->depends(wgrad, input_gathered); // the wgrad GEMM reads the gathered input
+    const TaskId done = compute(overlap_wait_work(), pass, op, wgrad);
+    for (TaskId h : hidden)
+      builder_->depends(done, h);
+    return done;
+  }
+
+  // The wait of the compute stream for the overlapped collectives' streams (CUDA events, no
+  // kernel): a compute task of no work.
+  int overlap_wait_work()
+  {
+    if (overlap_wait_work_ < 0) {
+      w_.works.push_back(Work{"tensor_overlap_wait", {}, 0});
+      overlap_wait_work_ = static_cast<int>(w_.works.size() - 1);
+    }
+    return overlap_wait_work_;
   }
 
   // The tasks of a custom block, for the pass at hand (workloads/block_tasks.hpp).
@@ -437,7 +514,7 @@ private:
         for (const Block& b : layer->blocks)
           after = block(b.recompute, Pass::Recompute, op, after, b.reduce_forward);
       for (auto b = layer->blocks.rbegin(); b != layer->blocks.rend(); ++b)
-        after = block(split ? b->backward_input : b->backward, pass, op, after, b->reduce_backward);
+        after = split ? block(b->backward_input, pass, op, after, b->reduce_backward) : backward_block(*b, op, after);
       if (first < boost::num_vertices(builder_graph())) {
         builder_->depends(first, gathered);
         builder_->depends(first, experts);
@@ -626,6 +703,7 @@ private:
   const FrameworkProfile& framework_;
   double accumulation_bytes_per_parameter_ = 0; // the framework's, at the run's precision
   std::map<int, int> accumulation_works_;       // per virtual stage, its gradient-accumulation work
+  int overlap_wait_work_ = -1;                  // overlap_wait_work(), once added
   Layout layout_;
   const int p_, v_;
   Workload w_;

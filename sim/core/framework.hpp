@@ -54,6 +54,12 @@ struct FrameworkProfile {
   // The fused-attention implementation the framework calls (training.attention_kernel's
   // default); empty: the device's common figure.
   std::string attention_kernel = "";
+  // A column-parallel linear's backward overlaps its tensor-parallel collectives with its GEMMs
+  // (Megatron-LM since 2022): with sequence parallelism the input's all-gather runs beside the
+  // dgrad GEMM and the dgrad's reduce-scatter beside the wgrad GEMM; without it the dgrad's
+  // all-reduce runs beside the wgrad GEMM. false: each waits for the compute before it and the
+  // compute after waits for it.
+  bool tensor_backward_overlap      = false;
   // What each behaviour above was read from: "behaviour: file (function), version".
   std::vector<std::string> sources;
 };

@@ -23,7 +23,13 @@ const bool registered = FrameworkRegistry::add(
         .tensor_comm_overlap          = true,
         .tensor_overlap_reduce_chunks = 4,
         .attention_kernel = "cudnn",
-        .sources = {"attention_kernel: transformer_engine/pytorch/attention (DotProductAttention picks cuDNN fused "
+        .tensor_backward_overlap = true,
+        .sources = {"tensor_backward_overlap: megatron/core/tensor_parallel/layers.py "
+                    "(LinearWithGradAccumulationAndAsyncCommunication.backward: the sequence-parallel input "
+                    "all-gather and the dgrad reduce-scatter issued with async_op=True before the dgrad and wgrad "
+                    "GEMMs, waited for after them; without sequence parallelism the dgrad all-reduce, "
+                    "--async-tensor-model-parallel-allreduce being on by default), Megatron-Core 0.8",
+                    "attention_kernel: transformer_engine/pytorch/attention (DotProductAttention picks cuDNN fused "
                     "attention on Hopper when both apply: NeMo docs, memory_optimizations.rst, 'Transformer Engine "
                     "prefers cuDNN flash attention on Hopper+ architectures, and Tri Dao flash attention on Ampere'; "
                     "a device without a cuDNN figure runs its common one)",

@@ -16,7 +16,13 @@ const bool registered = FrameworkRegistry::add(
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
         // Megatron's bf16 runs accumulate and reduce fp32 gradients (main_grad buffers).
         .fp32_gradients_for = {"bf16"},
-        .sources = {"fp32_gradients_for: megatron/arguments.py "
+        .tensor_backward_overlap = true,
+        .sources = {"tensor_backward_overlap: megatron/mpu/layers.py "
+                    "(LinearWithGradAccumulationAndAsyncCommunication.backward: the sequence-parallel input "
+                    "all-gather and the dgrad reduce-scatter issued with async_op=True before the dgrad and wgrad "
+                    "GEMMs, waited for after them; without sequence parallelism the dgrad all-reduce, "
+                    "--async-tensor-model-parallel-allreduce being on by default), Megatron-LM v3.0",
+                    "fp32_gradients_for: megatron/arguments.py "
                     "(validate_args: 'bfloat16 requires gradient accumulation and all-reduce to be done in fp32', "
                     "accumulate_allreduce_grads_in_fp32 = True for bf16)",
                     "attention: megatron/model/transformer.py (CoreAttention with FusedScaleMaskSoftmax; "

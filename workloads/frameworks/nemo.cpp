@@ -18,7 +18,13 @@ const bool registered = FrameworkRegistry::add(
         // Megatron's bf16 runs accumulate and reduce fp32 gradients (main_grad buffers).
         .fp32_gradients_for = {"bf16"},
         .attention_kernel = "cudnn",
-        .sources = {"attention_kernel: Transformer Engine under NeMo: cuDNN fused attention on Hopper (NeMo docs, "
+        .tensor_backward_overlap = true,
+        .sources = {"tensor_backward_overlap: megatron/core/tensor_parallel/layers.py "
+                    "(LinearWithGradAccumulationAndAsyncCommunication.backward: the sequence-parallel input "
+                    "all-gather and the dgrad reduce-scatter issued with async_op=True before the dgrad and wgrad "
+                    "GEMMs, waited for after them; without sequence parallelism the dgrad all-reduce, "
+                    "--async-tensor-model-parallel-allreduce being on by default), the Megatron-Core NeMo runs",
+                    "attention_kernel: Transformer Engine under NeMo: cuDNN fused attention on Hopper (NeMo docs, "
                     "memory_optimizations.rst, 'Transformer Engine prefers cuDNN flash attention on Hopper+ "
                     "architectures, and Tri Dao flash attention on Ampere')",
                     "fp32_gradients_for: megatron/training/arguments.py of the Megatron-Core it runs "

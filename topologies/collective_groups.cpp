@@ -97,6 +97,11 @@ namespace {
 // misfit is bad input, not a failed run. simulate() checks every collective once lowered.
 void check_collective_algorithm(const Scenario& s)
 {
+  // "auto" picks among algorithms that take every group (ring, tree; NVLS only where it applies):
+  // only a named algorithm can misfit. Asking auto would time each candidate on the group, step
+  // by step, which at thousands of ranks costs more than the rest of reading the scenario.
+  if (s.simulation.collective_algorithm == "auto" && s.simulation.collective_algorithm_per_op.empty())
+    return;
   const CollectiveAlgorithm algorithm = scenario_collective_algorithm(s.simulation);
   const auto& first = s.platform.node_groups.front();
   bool nvls         = false;

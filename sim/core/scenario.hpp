@@ -162,6 +162,8 @@ struct NodeGroupSpec {
   IntraNodeSpec intra_node;
   NicSpec nic;
   HostSpec host;
+  // What one of its GPUs costs per hour, for the planner's cost objective; 0 = not given.
+  double price_per_gpu_hour = 0;
 };
 
 // Links between the routers of a generated fabric (torus, dragonfly); 0 bandwidth = the

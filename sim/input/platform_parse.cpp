@@ -28,6 +28,11 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     spec.count         = static_cast<int>(g.integer("count", std::nullopt, 1, kMaxGpus));
     spec.gpu           = g.text("gpu");
     spec.gpus_per_node = static_cast<int>(g.integer("gpus_per_node", 8, 1, kMaxGpusPerNode));
+    spec.price_per_gpu_hour = g.number("price_per_gpu_hour", 0.0, 0);
+    if (spec.price_per_gpu_hour > kMaxPricePerGpuHour)
+      r.problems().add(g.path_of("price_per_gpu_hour"),
+                       fmt::format("{:g} per GPU-hour is beyond {:g}; expected a price in currency units per GPU-hour",
+                                   spec.price_per_gpu_hour, kMaxPricePerGpuHour));
     auto intra         = g.object("intra_node");
     // The type names a node builder (topologies/nodes/*.cpp); the driver checks the name and the
     // GPU count it needs, so that an unknown type is reported with the closest one.

@@ -4,15 +4,20 @@
 #include "models/device.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/input/json_reader.hpp"
-#include "tools/driver/process_pool.hpp"
 #include "sim/simulate.hpp"
+#include "sim/stages.hpp"
+#include "tools/driver/process_pool.hpp"
 #include "topologies/preset.hpp"
 #include "workloads/models/transformer.hpp"
+#include "workloads/schedules/schedule.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <numeric>
+#include <set>
 #include <unistd.h>
 
 namespace stepsim {
@@ -45,49 +50,129 @@ std::vector<int> balanced_split(int layers, int chunks)
   return split;
 }
 
-std::vector<nlohmann::json> enumerate(const Scenario& base, int gpus)
+// Context parallelism splits the sequence; Megatron-Core's parallelism guide gives it for "long
+// sequences (8K+ tokens)" (docs.nvidia.com/megatron-core, user-guide/parallelism-guide), so
+// shorter ones are planned without it. Ring attention cuts the sequence into 2·context chunks
+// (workloads/parallel/context_parallel.hpp); a chunk keeps at least the 128 rows a fused
+// attention kernel tiles its queries by (FlashAttention-2's forward block).
+constexpr long long kContextFromTokens = 8192;
+constexpr long long kMinContextChunk   = 128;
+
+std::vector<int> context_degrees(const Scenario& base, int gpus)
 {
-  const auto& m           = base.model;
-  const int layers        = m.num_layers;
-  const int gpus_per_node = base.platform.node_groups.front().gpus_per_node;
+  std::vector<int> out = {1};
+  const long long seq  = base.model.seq_length;
+  if (base.model.architecture != "transformer" || seq < kContextFromTokens)
+    return out;
+  for (int c = 2; gpus % c == 0 && seq % (2LL * c) == 0 && seq / (2LL * c) >= kMinContextChunk; c *= 2)
+    out.push_back(c);
+  return out;
+}
+
+// Expert degrees of a mixture-of-experts model: the divisors of its expert count (the parser
+// checks that each divides the data × context ranks it spans).
+std::vector<int> expert_degrees(const Scenario& base)
+{
+  if (base.model.num_experts <= 0)
+    return {1};
+  return divisors(base.model.num_experts);
+}
+
+// The schedules to plan for a pipeline of p stages, with the virtual-stage counts of those that
+// interleave; one for a single stage, where they all run the same order. By default every
+// registered schedule that flushes between steps: one without a flush (PipeDream) updates weights
+// asynchronously, which changes what is trained, so it is planned only when asked for by name
+// or with "all".
+std::vector<std::pair<std::string, int>> schedules_for(int p, const std::vector<std::string>& wanted)
+{
+  std::vector<std::pair<std::string, int>> out;
+  const bool every = std::find(wanted.begin(), wanted.end(), "all") != wanted.end();
+  if (p == 1) {
+    out.emplace_back(wanted.empty() || every ? "1f1b" : wanted.front(), 1);
+    return out;
+  }
+  for (const auto& [name, item] : ScheduleRegistry::all()) {
+    const bool named = std::find(wanted.begin(), wanted.end(), name) != wanted.end();
+    if (!(named || every || (wanted.empty() && item.entry.flushes)))
+      continue;
+    if (item.entry.needs_virtual_stages)
+      for (int v : {2, 3, 4})
+        out.emplace_back(name, v);
+    else
+      out.emplace_back(name, 1);
+  }
+  return out;
+}
+
+std::vector<nlohmann::json> enumerate(const Scenario& base, int gpus, const PlanOptions& options)
+{
+  // On a platform of several GPU types a pipeline's stages run at different speeds: their layers
+  // are split by the automatic split (parallelism.stage_layers "auto", topologies/placement.cpp)
+  // where the schedule has one chunk per stage; interleaved chunks are split evenly.
+  std::set<std::string> devices;
+  for (const auto& g : base.platform.node_groups)
+    devices.insert(g.gpu);
+  const bool mixed = devices.size() > 1;
+  const auto& m    = base.model;
+  const int layers = m.num_layers;
+  int per_node     = 0; // tensor degrees divide every group's node
+  for (const auto& g : base.platform.node_groups)
+    per_node = std::gcd(per_node, g.gpus_per_node);
   std::vector<nlohmann::json> out;
-  for (int t : divisors(gpus_per_node)) {
+  for (int t : divisors(per_node)) {
     if (gpus % t != 0)
       continue;
-    for (int p : divisors(gpus / t)) {
-      if (p > layers)
-        break;
-      const int d = gpus / (t * p);
-      for (int mb : {1, 2, 4, 8}) {
-        if (base.training.global_batch_size % (static_cast<long long>(mb) * d) != 0)
-          continue;
-        std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
-        if (p > 1)
-          schedules.insert(schedules.end(), {{"gpipe", 1}, {"zb_h1", 1}, {"interleaved_1f1b", 2},
-                                             {"interleaved_1f1b", 3}, {"interleaved_1f1b", 4}});
-        for (const auto& [schedule, v] : schedules)
-          for (int zero : {0, 1})
-            for (const char* recompute : {"none", "selective", "full"}) {
-              if (zero == 1 && d == 1)
-                continue; // nothing to shard
-              nlohmann::json setting = {{"parallelism.tensor", t},
-                             {"parallelism.pipeline", p},
-                             {"parallelism.data", d},
-                             {"parallelism.virtual_stages", v},
-                             {"parallelism.schedule", schedule},
-                             {"parallelism.sequence_parallel", t > 1},
-                             {"parallelism.zero_stage", zero},
-                             {"training.micro_batch_size", mb},
-                             {"training.recompute", recompute}};
-              if (layers % (p * v) != 0)
-                setting["parallelism.stage_layers"] = balanced_split(layers, p * v);
-              out.push_back(std::move(setting));
-            }
+    for (int c : context_degrees(base, gpus / t)) {
+      for (int p : divisors(gpus / (t * c))) {
+        if (p > layers)
+          break;
+        const int d = gpus / (t * c * p);
+        for (int e : expert_degrees(base)) {
+          if ((d * c) % e != 0)
+            continue; // experts are spread over data × context ranks
+          for (int mb : {1, 2, 4, 8}) {
+            if (base.training.global_batch_size % (static_cast<long long>(mb) * d) != 0)
+              continue;
+            for (const auto& [schedule, v] : schedules_for(p, options.schedules))
+              for (int zero : {0, 1})
+                for (const char* recompute : {"none", "selective", "full"}) {
+                  if (zero == 1 && d * c == 1)
+                    continue; // nothing to shard
+                  nlohmann::json setting = {{"parallelism.tensor", t},
+                                            {"parallelism.context", c},
+                                            {"parallelism.expert", e},
+                                            {"parallelism.pipeline", p},
+                                            {"parallelism.data", d},
+                                            {"parallelism.virtual_stages", v},
+                                            {"parallelism.schedule", schedule},
+                                            {"parallelism.sequence_parallel", t > 1},
+                                            {"parallelism.zero_stage", zero},
+                                            {"training.micro_batch_size", mb},
+                                            {"training.recompute", recompute}};
+                  if (mixed && p > 1 && v == 1)
+                    setting["parallelism.stage_layers"] = "auto";
+                  else if (layers % (p * v) != 0)
+                    setting["parallelism.stage_layers"] = balanced_split(layers, p * v);
+                  out.push_back(std::move(setting));
+                }
+          }
+        }
       }
     }
   }
   return out;
 }
+
+// What one GPU-hour costs on each node group: the command line's price, or the platform's.
+std::vector<double> prices(const Scenario& s, const PlanOptions& options)
+{
+  std::vector<double> out;
+  for (const auto& g : s.platform.node_groups)
+    out.push_back(options.price_per_gpu_hour > 0 ? options.price_per_gpu_hour : g.price_per_gpu_hour);
+  return out;
+}
+
+} // namespace
 
 nlohmann::json with_settings(const nlohmann::json& base, const nlohmann::json& settings)
 {
@@ -97,109 +182,156 @@ nlohmann::json with_settings(const nlohmann::json& base, const nlohmann::json& s
   return doc;
 }
 
-} // namespace
-
-double estimate_step_seconds(const Scenario& s)
+double estimate_step_seconds(const Scenario& s, const JobPlan& job)
 {
-  const auto& par  = s.parallelism;
-  const auto& node = s.platform.node_groups.front();
-  Device device    = load_device(node.gpu, "platform.node_groups[0].gpu");
-  Workload w;
-  TransformerWorks k = add_transformer_works(s, w.works);
-  assign_work_seconds(w, device, ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model"),
-                      s.training.precision);
-  auto sec = [&](int work) { return w.works[static_cast<size_t>(work)].seconds; };
-  double layer = sec(k.attention_forward) + sec(k.mlp_forward) + sec(k.attention_backward) + sec(k.mlp_backward);
-  int blocks   = 4; // tensor-parallel collectives per layer: two in forward, two in backward
-  if (s.training.recompute == "full") {
-    layer += sec(k.attention_recompute) + sec(k.mlp_recompute);
-    blocks += 2;
-  }
-  const double tp_s = ring_all_reduce_s(activation_bytes(s), par.tensor, node.intra_node.bandwidth_Bps,
-                                        node.intra_node.latency_s);
-  layer += blocks * tp_s;
-  double slowest = 0;
+  const auto& par = s.parallelism;
+  // The works of one layer, per device the stages run on (the cost model times them per device).
+  std::map<std::string, std::pair<Workload, TransformerWorks>> by_device;
+  auto works_on = [&](const Device& device) -> const std::pair<Workload, TransformerWorks>& {
+    auto [it, fresh] = by_device.try_emplace(device.name);
+    if (fresh) {
+      it->second.second = add_transformer_works(s, it->second.first.works);
+      assign_work_seconds(it->second.first, device,
+                          ComputeModelRegistry::get(s.simulation.compute_model, "simulation.compute_model"),
+                          s.training.precision);
+    }
+    return it->second;
+  };
+  const double moe_factor = s.model.num_experts > 0 ? s.model.moe_top_k : 1; // tokens through top-k experts
+  double slowest = 0, nic_Bps = 1e300, nic_latency = 0;
   for (int stage = 0; stage < par.pipeline; ++stage) {
+    const Device& device = stage_device(s, job.placement, job.devices, stage);
+    const int g          = std::max(0, job.placement.group_of_stage[static_cast<size_t>(stage)]);
+    const auto& node     = s.platform.node_groups[static_cast<size_t>(g)];
+    const auto& [w, k]   = works_on(device);
+    auto sec             = [&](int work) { return work < 0 ? 0.0 : w.works[static_cast<size_t>(work)].seconds; };
+    double layer = sec(k.attention_forward) + sec(k.attention_backward) +
+                   moe_factor * (sec(k.mlp_forward) + sec(k.mlp_backward));
+    int blocks = 4; // tensor-parallel collectives per layer: two in forward, two in backward
+    if (s.training.recompute == "full") {
+      layer += sec(k.attention_recompute) + moe_factor * sec(k.mlp_recompute);
+      blocks += 2;
+    }
+    // Ring attention runs its core once per block of the ring: context times the one block the
+    // attention works hold (causal blocks off the diagonal are whole, half of them skipped).
+    if (par.context > 1)
+      layer += (par.context - 1) * (sec(k.attention_parts.core_forward) + sec(k.attention_parts.core_backward));
+    layer += blocks * ring_all_reduce_s(activation_bytes(s), par.tensor, node.intra_node.bandwidth_Bps,
+                                        node.intra_node.latency_s);
     double t = s.layers_on_stage(stage) * layer;
     if (stage == 0)
       t += sec(k.embedding_forward) + sec(k.embedding_backward);
     if (stage == par.pipeline - 1)
       t += sec(k.head_forward) + sec(k.head_backward);
-    slowest = std::max(slowest, t);
+    slowest     = std::max(slowest, t);
+    nic_Bps     = std::min(nic_Bps, node.nic.bandwidth_Bps);
+    nic_latency = std::max(nic_latency, node.nic.latency_s);
   }
+  // The schedule's own bubble (its textbook_bubble), over the slowest stage's work.
+  const PipelineSchedule& schedule = ScheduleRegistry::get(par.schedule, "parallelism.schedule");
+  const PipelineShape shape{par.pipeline, static_cast<int>(s.micro_batches_per_replica()), par.virtual_stages};
+  const double bubble = par.pipeline > 1 ? std::clamp(schedule.textbook_bubble(shape), 0.0, 0.95) : 0.0;
   const double m      = static_cast<double>(s.micro_batches_per_replica());
-  const double chunks = par.schedule == "interleaved_1f1b" ? par.virtual_stages : 1;
-  const double fill   = par.schedule == "zb_h1" ? (par.pipeline - 1) / 3.0 : (par.pipeline - 1) / chunks;
-  const double per_mb = slowest / par.virtual_stages; // the slowest stage's work for one micro-batch, per chunk
-  double step         = (m * par.virtual_stages + fill * chunks) * per_mb;
+  double step         = m * slowest / (1 - bubble);
   // Point-to-point activations, one each way per micro-batch and chunk, at the NIC's speed.
   if (par.pipeline > 1)
-    step += 2 * m * par.virtual_stages * activation_bytes(s) / par.tensor / node.nic.bandwidth_Bps;
+    step += 2 * m * par.virtual_stages * activation_bytes(s) / par.tensor / nic_Bps;
   // The last bucket of gradients is reduced after backward ends: count a share of the reduction.
-  const double params = s.layers_on_stage(0) * layer_parameters_per_rank(s.model, par.tensor);
-  step += 0.25 * ring_all_reduce_s(2 * params, par.data * par.context, node.nic.bandwidth_Bps, node.nic.latency_s);
+  const double params = s.layers_on_stage(0) * layer_parameters_per_rank(s.model, par.tensor, par.expert);
+  step += 0.25 * ring_all_reduce_s(2 * params, par.data * par.context, nic_Bps, nic_latency);
   return step;
 }
+
+double estimate_step_seconds(const Scenario& s) { return estimate_step_seconds(s, plan_job(s)); }
 
 PlanResult plan(const nlohmann::json& base_doc, const std::string& base_dir, const PlanOptions& options)
 {
   // The GPU count first, from the document, as the scenario's own degrees need not fit it.
   nlohmann::json base = expand_platform_preset(base_doc); // a preset becomes the fields it stands for
-  const nlohmann::json::json_pointer group("/platform/node_groups/0");
-  int per_node = 8, nodes = 1;
-  if (base.contains(group) && base[group].is_object()) {
-    const auto& g = base[group];
-    per_node      = g.contains("gpus_per_node") && g["gpus_per_node"].is_number_integer() ? g["gpus_per_node"].get<int>() : 8;
-    nodes         = g.contains("count") && g["count"].is_number_integer() ? g["count"].get<int>() : 1;
+  const nlohmann::json::json_pointer groups_path("/platform/node_groups");
+  int gpus = 0, per_node = 8, group_count = 0;
+  if (base.contains(groups_path) && base[groups_path].is_array())
+    for (const auto& g : base[groups_path]) {
+      if (!g.is_object())
+        continue;
+      ++group_count;
+      per_node = g.contains("gpus_per_node") && g["gpus_per_node"].is_number_integer() ? g["gpus_per_node"].get<int>() : 8;
+      const int nodes = g.contains("count") && g["count"].is_number_integer() ? g["count"].get<int>() : 1;
+      gpus += per_node * nodes;
+    }
+  if (options.gpus > 0 && options.gpus != gpus) {
+    // A single group scales to the GPUs asked for; several groups are planned as they are.
+    if (group_count > 1)
+      throw InputError({fmt::format("--gpus {}: the platform has {} node groups ({} GPUs); the planner plans a "
+                                    "mixed platform as it is given (leave --gpus out, or change the groups' counts)",
+                                    options.gpus, group_count, gpus)});
+    if (per_node < 1 || options.gpus % per_node != 0)
+      throw InputError({fmt::format("--gpus {}: not a whole number of {}-GPU nodes", options.gpus, per_node)});
+    gpus = options.gpus;
+    set_by_path(base, fmt::format("platform.node_groups.0.count={}", gpus / per_node));
   }
-  const int gpus = options.gpus > 0 ? options.gpus : per_node * nodes;
-  if (per_node < 1 || gpus % per_node != 0)
-    throw InputError({fmt::format("--gpus {}: not a whole number of {}-GPU nodes", gpus, per_node)});
-  set_by_path(base, fmt::format("platform.node_groups.0.count={}", gpus / per_node));
-  // A hand-made layer split belongs to one pipeline size; context and expert parallelism are not
-  // planned yet (the lowering has neither), so every candidate runs without them.
+  // A hand-made layer split and a stage placement belong to one pipeline size; the candidates set
+  // every degree, and the scenario's rank order places their stages on the groups in turn.
   if (base.contains("parallelism") && base["parallelism"].is_object())
     for (const char* key : {"stage_layers", "context", "expert"})
       base["parallelism"].erase(key);
+  if (base.contains("platform") && base["platform"].is_object())
+    base["platform"].erase("placement");
 
   // The model, batch and platform as the scenario states them, read under a plan that surely
   // divides (the candidates replace it).
   nlohmann::json probe = base;
   set_by_path(probe, "parallelism={}");
-  set_by_path(probe, fmt::format("parallelism.data={}", gpus));
+  set_by_path(probe, fmt::format("parallelism.data={}", std::max(1, gpus)));
   set_by_path(probe, "training.micro_batch_size=1");
-  set_by_path(probe, fmt::format("training.global_batch_size={}", gpus));
+  set_by_path(probe, fmt::format("training.global_batch_size={}", std::max(1, gpus)));
   set_by_path(probe, "simulation.allow_oom=true");
   Scenario base_scenario = parse_scenario(probe, base_dir);
   const nlohmann::json::json_pointer batch("/training/global_batch_size");
   if (!base.contains(batch) || !base[batch].is_number_integer() || base[batch].get<long long>() < 1)
     throw InputError({"training.global_batch_size: the planner needs the global batch size, a positive integer"});
   base_scenario.training.global_batch_size = base[batch].get<long long>();
-  if (base_scenario.platform.node_groups.size() != 1)
-    throw InputError({"platform.node_groups: the planner handles one node group"});
   // The candidates split transformer layers over tensor and pipeline ranks; other models have
   // none of the sizes that split reads, and would give zero candidates with no reason.
   if (base_scenario.model.architecture != "transformer")
     throw InputError({fmt::format("model.architecture: the planner searches layouts of transformer models; \"{}\" "
                                   "is not one (run it with `stepsim run`, or sweep its parallelism.data)",
                                   base_scenario.model.architecture)});
+  for (const auto& name : options.schedules)
+    if (name != "all")
+      ScheduleRegistry::get(name, "--schedules");
+  const std::vector<double> price = prices(base_scenario, options);
+  const bool priced = std::all_of(price.begin(), price.end(), [](double p) { return p > 0; });
+  if (options.objective == PlanObjective::Cost && !priced)
+    throw InputError({"--objective cost: needs a price per GPU-hour, --price-per-gpu-hour or "
+                      "platform.node_groups[].price_per_gpu_hour on every group"});
 
   PlanResult result;
-  std::vector<nlohmann::json> settings = enumerate(base_scenario, gpus);
+  result.gpus = gpus;
+  std::vector<nlohmann::json> settings = enumerate(base_scenario, gpus, options);
   result.enumerated = settings.size();
+  double closest = INFINITY; // the least memory short among those that do not fit, bytes
   for (auto& setting : settings) {
     try {
-      Scenario s = scenario_from_json(with_settings(base, setting), base_dir);
-      if (!memory_problem(s).empty()) {
+      nlohmann::json doc = with_settings(base, setting);
+      set_by_path(doc, "simulation.allow_oom=true"); // the memory check is the planner's, with headroom
+      Scenario s       = scenario_from_json(doc, base_dir);
+      const JobPlan job      = plan_job(s);
+      const double need      = job.analytic.memory_peak_bytes + options.headroom_bytes;
+      const double capacity  = job.analytic.memory_capacity_bytes;
+      if (!job.analytic.fits_in_memory || need > capacity) {
         ++result.too_big;
+        if (need - capacity < closest) {
+          closest                       = need - capacity;
+          result.closest_settings       = setting;
+          result.closest_need_bytes     = need;
+          result.closest_capacity_bytes = capacity;
+        }
         continue;
       }
-      result.candidates.push_back(PlanCandidate{setting, estimate_step_seconds(s), false, {}});
-    } catch (const InputError& e) {
-      bool memory = false;
-      for (const auto& p : e.problems())
-        memory = memory || p.find("does not fit in memory") != std::string::npos;
-      ++(memory ? result.too_big : result.invalid);
+      result.candidates.push_back(PlanCandidate{setting, estimate_step_seconds(s, job), false, {}, 0});
+    } catch (const InputError&) {
+      ++result.invalid;
     }
   }
   // Stable order: estimate, then enumeration order, so equal inputs give equal plans.
@@ -242,10 +374,27 @@ PlanResult plan(const nlohmann::json& base_doc, const std::string& base_dir, con
       });
   if (!options.quiet && terminal && count > 0)
     fmt::print(stderr, "\n");
-  std::stable_sort(result.candidates.begin(), result.candidates.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
+  // Cost per token: every group's GPUs for the step, at their price, over the step's tokens.
+  if (priced) {
+    double per_hour = 0;
+    for (size_t g = 0; g < price.size(); ++g)
+      per_hour += price[g] * base_scenario.platform.node_groups[g].count * base_scenario.platform.node_groups[g].gpus_per_node;
+    for (auto& c : result.candidates)
+      if (c.simulated && c.report.tokens_per_s > 0)
+        c.cost_per_token = per_hour / 3600.0 / c.report.tokens_per_s;
+  }
+  auto better = [&](const PlanCandidate& a, const PlanCandidate& b) {
+    switch (options.objective) {
+    case PlanObjective::Cost: return a.cost_per_token < b.cost_per_token;
+    case PlanObjective::Energy: return a.report.energy_j_per_token < b.report.energy_j_per_token;
+    case PlanObjective::Throughput: break;
+    }
+    return a.report.tokens_per_s > b.report.tokens_per_s;
+  };
+  std::stable_sort(result.candidates.begin(), result.candidates.end(), [&](const PlanCandidate& a, const PlanCandidate& b) {
     if (a.simulated != b.simulated)
       return a.simulated;
-    return a.simulated ? a.report.tokens_per_s > b.report.tokens_per_s : a.estimate_s < b.estimate_s;
+    return a.simulated ? better(a, b) : a.estimate_s < b.estimate_s;
   });
   return result;
 }

@@ -5,9 +5,13 @@
 #include "tools/driver/plan.hpp"
 #include "sim/core/input_error.hpp"
 #include "tools/stepsim/command.hpp"
+#include "sim/core/units.hpp"
+#include "workloads/schedules/schedule.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 
@@ -15,48 +19,112 @@ namespace stepsim {
 namespace {
 
 struct PlanCommandOptions {
-  std::string file, json_out;
+  std::string file, json_out, write_best, headroom, objective = "throughput", schedules;
   std::vector<std::string> sets;
   PlanOptions plan;
   int top = 10;
 };
 
-int run_plan(const PlanCommandOptions& o)
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+std::string degrees(const nlohmann::json& s)
+{
+  return fmt::format("t{} c{} e{} p{} d{}", s["parallelism.tensor"].get<int>(), s["parallelism.context"].get<int>(),
+                     s["parallelism.expert"].get<int>(), s["parallelism.pipeline"].get<int>(),
+                     s["parallelism.data"].get<int>());
+}
+
+// Nothing fits or divides: one message that says what is short, and by how much.
+[[noreturn]] void refuse(const PlanCommandOptions& o, const PlanResult& r)
+{
+  if (r.too_big > 0 && !r.closest_settings.is_null()) {
+    const double short_by = r.closest_need_bytes - r.closest_capacity_bytes;
+    // Model state and activations shrink about as 1/GPUs when every degree can grow with them.
+    const double gpus_needed = std::ceil(r.gpus * r.closest_need_bytes / r.closest_capacity_bytes);
+    throw InputError({fmt::format(
+        "{}: no configuration fits in memory on {} GPUs: the closest ({}, micro-batch {}, {}, ZeRO {}, recompute {}) "
+        "needs {:.2f} GiB per GPU{} where {:.2f} GiB are usable: {:.2f} GiB short. About {:.0f} GPUs of this kind "
+        "would hold it ({} configurations tried: {} do not divide or are not valid, {} do not fit)",
+        o.file, r.gpus, degrees(r.closest_settings), r.closest_settings["training.micro_batch_size"].get<int>(),
+        r.closest_settings["parallelism.schedule"].get<std::string>(),
+        r.closest_settings["parallelism.zero_stage"].get<int>(),
+        r.closest_settings["training.recompute"].get<std::string>(), r.closest_need_bytes / kGiB,
+        o.plan.headroom_bytes > 0 ? fmt::format(" (with {:.2f} GiB of headroom)", o.plan.headroom_bytes / kGiB) : "",
+        r.closest_capacity_bytes / kGiB, short_by / kGiB, gpus_needed, r.enumerated, r.invalid, r.too_big)});
+  }
+  throw InputError({fmt::format("{}: none of the {} configurations for {} GPUs can run: none divides the model, "
+                                "batch and GPUs ({} are not valid)",
+                                o.file, r.enumerated, r.gpus, r.invalid)});
+}
+
+int run_plan(PlanCommandOptions o)
 {
   nlohmann::json doc = read_json_file(o.file);
   for (const auto& a : o.sets)
     set_by_path(doc, a);
-  PlanResult r = plan(doc, std::filesystem::path(o.file).parent_path().string(), o.plan);
+  if (!o.headroom.empty()) {
+    const auto bytes = units::parse_bytes(o.headroom);
+    if (!bytes || *bytes < 0)
+      throw InputError({fmt::format("--headroom {}: expected memory per GPU with a unit, e.g. 4GiB or 2GB",
+                                    o.headroom)});
+    o.plan.headroom_bytes = *bytes;
+  }
+  o.plan.objective = o.objective == "cost" ? PlanObjective::Cost
+                     : o.objective == "energy" ? PlanObjective::Energy
+                                               : PlanObjective::Throughput;
+  for (size_t at = 0; !o.schedules.empty() && at != std::string::npos;) {
+    const size_t comma = o.schedules.find(',', at);
+    o.plan.schedules.push_back(o.schedules.substr(at, comma == std::string::npos ? comma : comma - at));
+    at = comma == std::string::npos ? comma : comma + 1;
+  }
+  const std::string dir = std::filesystem::path(o.file).parent_path().string();
+  PlanResult r          = plan(doc, dir, o.plan);
   if (r.candidates.empty()) // a property of the input, not a failed simulation
-    throw InputError({fmt::format("{}: none of the {} configurations for {} GPUs can run: {} do not divide the model, "
-                                  "batch or GPUs or are not valid, {} do not fit in memory",
-                                  o.file, r.enumerated, o.plan.gpus > 0 ? std::to_string(o.plan.gpus) : "the platform's",
-                                  r.invalid, r.too_big)});
-  fmt::print("{} configurations: {} do not divide or are not valid, {} do not fit in memory, {} valid; simulated {}\n\n",
-             r.enumerated, r.invalid, r.too_big, r.candidates.size(),
+    refuse(o, r);
+  fmt::print("{} configurations: {} do not divide or are not valid, {} do not fit in memory{}, {} valid; simulated {}\n\n",
+             r.enumerated, r.invalid, r.too_big,
+             o.plan.headroom_bytes > 0 ? fmt::format(" with {:.2f} GiB of headroom", o.plan.headroom_bytes / kGiB) : "",
+             r.candidates.size(),
              std::count_if(r.candidates.begin(), r.candidates.end(), [](const auto& c) { return c.simulated; }));
   if (r.failed > 0)
     fmt::print("{} simulations failed; the first: {}\n\n", r.failed, r.first_failure);
-  fmt::print("{:>4} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11} {:>7} {:>6} {:>7} {:>9}\n", "rank", "t",
-             "p", "d", "v", "mb", "schedule", "zero", "recompute", "tokens/s", "TFLOP/s", "MFU", "bubble",
-             "mem GiB");
+  const bool priced = std::any_of(r.candidates.begin(), r.candidates.end(), [](const auto& c) { return c.cost_per_token > 0; });
+  fmt::print("{:>4} {:>3} {:>3} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11} {:>7} {:>6} {:>7} {:>9} {:>8}{}\n",
+             "rank", "t", "c", "e", "p", "d", "v", "mb", "schedule", "zero", "recompute", "tokens/s", "TFLOP/s", "MFU",
+             "bubble", "mem GiB", "J/token", priced ? fmt::format(" {:>10}", "cost/Mtok") : "");
   nlohmann::json out = nlohmann::json::array();
   int shown          = 0;
+  bool asynchronous  = false;
   for (const auto& c : r.candidates) {
     if (!c.simulated || shown >= o.top)
       break;
-    const auto& s = c.settings;
-    fmt::print("{:>4} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11.0f} {:>7.1f} {:>5.1f}% {:>6.1f}% {:>9.2f}\n",
-               ++shown, s["parallelism.tensor"].get<int>(), s["parallelism.pipeline"].get<int>(),
+    const auto& s        = c.settings;
+    const std::string sc = s["parallelism.schedule"].get<std::string>();
+    const bool flushes   = ScheduleRegistry::get(sc, "parallelism.schedule").flushes;
+    asynchronous         = asynchronous || !flushes;
+    fmt::print("{:>4} {:>3} {:>3} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11.0f} {:>7.1f} {:>5.1f}% {:>6.1f}% "
+               "{:>9.2f} {:>8.3f}{}\n",
+               ++shown, s["parallelism.tensor"].get<int>(), s["parallelism.context"].get<int>(),
+               s["parallelism.expert"].get<int>(), s["parallelism.pipeline"].get<int>(),
                s["parallelism.data"].get<int>(), s["parallelism.virtual_stages"].get<int>(),
-               s["training.micro_batch_size"].get<int>(), s["parallelism.schedule"].get<std::string>(),
+               s["training.micro_batch_size"].get<int>(), flushes ? sc : sc + "*",
                s["parallelism.zero_stage"].get<int>(), s["training.recompute"].get<std::string>(),
                c.report.tokens_per_s, c.report.model_tflops_per_gpu, 100 * c.report.mfu,
-               100 * c.report.bubble_fraction, c.report.memory_peak_bytes / (1024.0 * 1024 * 1024));
-    out.push_back({{"settings", s}, {"report", to_json(c.report)}});
+               100 * c.report.bubble_fraction, c.report.memory_peak_bytes / kGiB, c.report.energy_j_per_token,
+               priced ? fmt::format(" {:>10.4f}", c.cost_per_token * 1e6) : "");
+    nlohmann::json row = {{"settings", s}, {"report", to_json(c.report)}};
+    if (priced)
+      row["cost_per_token"] = c.cost_per_token;
+    out.push_back(std::move(row));
   }
+  if (asynchronous)
+    fmt::print("\n* no flush between steps: weights are updated asynchronously (PipeDream), not as the others do\n");
   if (!o.json_out.empty())
     write_text_file(o.json_out, out.dump(2) + "\n");
+  if (!o.write_best.empty() && shown > 0) {
+    write_text_file(o.write_best, with_settings(doc, r.candidates.front().settings).dump(2) + "\n");
+    fmt::print("\nwrote the top configuration to {} (stepsim run {})\n", o.write_best, o.write_best);
+  }
   return shown > 0 ? 0 : 1;
 }
 
@@ -64,7 +132,7 @@ std::function<int()> setup(CLI::App& sub)
 {
   auto o = std::make_shared<PlanCommandOptions>();
   sub.add_option("FILE", o->file, "scenario JSON file: the model, platform and global batch to plan for")->required();
-  sub.add_option("--gpus", o->plan.gpus, "GPUs to plan for (default: the platform's); whole nodes")
+  sub.add_option("--gpus", o->plan.gpus, "GPUs to plan for (default: the platform's); whole nodes, one node group")
       ->check(CLI::Range(1LL, limits::kMaxPlatformGpus));
   sub.add_option("--top", o->top, "configurations to print (default 10)")->check(CLI::Range(1, 1000));
   sub.add_option("--simulate", o->plan.simulate,
@@ -73,13 +141,26 @@ std::function<int()> setup(CLI::App& sub)
   sub.add_option("-j,--jobs", o->plan.jobs, "worker processes (default 1)")->check(CLI::Range(1, 1024));
   sub.add_option("--set", o->sets, "override a field of the scenario first: path=value");
   sub.add_option("--json", o->json_out, "write the printed configurations and their reports as JSON");
+  sub.add_option("--write-best", o->write_best, "write the top configuration as a scenario, ready for stepsim run");
+  sub.add_option("--headroom", o->headroom,
+                 "memory to keep free on every GPU beyond the framework profile's reserve, e.g. 4GiB (default none)");
+  sub.add_option("--objective", o->objective, "rank by throughput (default), cost per token or energy per token")
+      ->check(CLI::IsMember({"throughput", "cost", "energy"}));
+  sub.add_option("--price-per-gpu-hour", o->plan.price_per_gpu_hour,
+                 "price of one GPU-hour, for cost per token (default: platform.node_groups[].price_per_gpu_hour)")
+      ->check(CLI::Range(0.0, limits::kMaxPricePerGpuHour));
+  sub.add_option("--schedules", o->schedules,
+                 "comma-separated schedules to plan, or all (default: every registered schedule that flushes "
+                 "between steps, see stepsim list)");
   sub.add_flag("--quiet,-q", o->plan.quiet, "no progress");
-  sub.footer("Example:\n  stepsim plan configs/scenarios/default.json --gpus 1024 -j 2 --top 5");
+  sub.footer("Examples:\n  stepsim plan configs/scenarios/default.json --gpus 1024 -j 2 --top 5\n"
+             "  stepsim plan configs/scenarios/default.json --headroom 4GiB --write-best best.json\n"
+             "  stepsim plan configs/scenarios/default.json --objective cost --price-per-gpu-hour 2.5");
   return [o] { return run_plan(*o); };
 }
 
 const bool registered = CommandRegistry::add(
-    "plan", "rank the parallel configurations of a model on a platform by predicted throughput", Command{setup});
+    "plan", "rank the parallel configurations of a model on a platform by predicted throughput, cost or energy", Command{setup});
 
 } // namespace
 } // namespace stepsim

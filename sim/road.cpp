@@ -143,8 +143,9 @@ StepReplay replay_step(const Scenario& s, const JobPlan& job, Workload& workload
   return step;
 }
 
-Report simulate(const Scenario& s, Timeline* timeline, int link_count)
+Report simulate(const Scenario& given, Timeline* timeline, int link_count)
 {
+  const Scenario s  = with_refined_stage_split(given);
   const JobPlan job = plan_job(s);
   // A step time for a job that cannot run would mislead, so a scenario that does not fit is bad
   // input unless asked for. Checked here rather than in validate() so that FLOP and memory queries

@@ -37,6 +37,11 @@ std::string memory_problem(const Scenario& s);
 // pictures).
 // With `link_count` > 0 the report lists that many of the busiest links (`run --links`).
 Report simulate(const Scenario& s, Timeline* timeline = nullptr, int link_count = 0);
+
+// A scenario whose automatic stage split (parallelism.stage_layers "auto") puts stages on
+// several node groups, with that split refined by simulating moves of single layers between
+// neighbouring stages (sim/stage_split.cpp); any other scenario as it is. simulate() runs it.
+Scenario with_refined_stage_split(const Scenario& s);
 Report simulate_isolated(const Scenario& s);
 
 // Runs `body` in a forked child process and returns the text it produced (SimGrid's one engine

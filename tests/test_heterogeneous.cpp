@@ -9,6 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
+#include <vector>
 #include <limits>
 
 using namespace stepsim;
@@ -147,4 +149,93 @@ TEST_CASE("mixed node groups: bad placements are input errors naming the path", 
   nlohmann::json bad                 = a100_v100_pipeline(8);
   bad["parallelism"]["stage_layers"] = "even";
   CHECK_THROWS_WITH(scenario_from_json(bad), Catch::Contains("parallelism.stage_layers: expected \"auto\" or an array"));
+}
+
+namespace {
+
+// One 8-GPU node per entry of `nodes` (GPU type, node type), tensor 8, a stage per node: a
+// pipeline over node types whose tensor collectives run at very different speeds.
+nlohmann::json node_pipeline(const std::vector<std::pair<std::string, std::string>>& nodes, int layers)
+{
+  nlohmann::json j                     = small_scenario(static_cast<int>(nodes.size()), 1, 8);
+  j["model"]["num_layers"]             = layers;
+  j["model"]["hidden_size"]            = 2560;
+  j["model"]["num_attention_heads"]    = 32;
+  j["model"]["seq_length"]             = 2048;
+  j["training"]["precision"]           = "fp16";
+  j["training"]["micro_batch_size"]    = 2;
+  j["training"]["global_batch_size"]   = 16;
+  j["parallelism"]["tensor"]           = 8;
+  j["platform"]["node_groups"]         = nlohmann::json::array();
+  for (const auto& [gpu, type] : nodes)
+    j["platform"]["node_groups"].push_back({{"count", 1},
+                                            {"gpu", gpu},
+                                            {"gpus_per_node", 8},
+                                            {"intra_node", {{"type", type}}},
+                                            {"nic", {{"count", 8}, {"bandwidth", "200Gbps"}, {"latency", "2us"}}}});
+  return j;
+}
+
+// Every split of `layers` over `stages` stages, each with one layer at least.
+void each_split(int layers, int stages, std::vector<int>& split, const std::function<void(const std::vector<int>&)>& f)
+{
+  if (static_cast<int>(split.size()) == stages - 1) {
+    int used = 0;
+    for (int l : split)
+      used += l;
+    if (layers - used >= 1) {
+      split.push_back(layers - used);
+      f(split);
+      split.pop_back();
+    }
+    return;
+  }
+  int used = 0;
+  for (int l : split)
+    used += l;
+  for (int l = 1; used + l + (stages - 1 - static_cast<int>(split.size())) <= layers; ++l) {
+    split.push_back(l);
+    each_split(layers, stages, split, f);
+    split.pop_back();
+  }
+}
+
+} // namespace
+
+TEST_CASE("stage_layers auto counts each node's tensor collectives: within 2% of the best of every split",
+          "[heterogeneous][split]")
+{
+  struct Case {
+    const char* name;
+    std::vector<std::pair<std::string, std::string>> nodes;
+    int layers;
+  };
+  const Case cases[] = {
+      {"DGX A100 + DGX-1 (V100, cube mesh)", {{"A100-SXM4-80GB", "nvswitch"}, {"V100-SXM2-32GB", "dgx1_cube_mesh"}}, 24},
+      {"DGX H100 + DGX A100", {{"H100-SXM", "nvswitch"}, {"A100-SXM4-80GB", "nvswitch"}}, 24},
+      {"H100, A100, A100, V100 (cube mesh)",
+       {{"H100-SXM", "nvswitch"}, {"A100-SXM4-80GB", "nvswitch"}, {"A100-SXM4-80GB", "nvswitch"},
+        {"V100-SXM2-32GB", "dgx1_cube_mesh"}},
+       12},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    nlohmann::json j = node_pipeline(c.nodes, c.layers);
+    double best      = std::numeric_limits<double>::infinity();
+    std::vector<int> split, best_split;
+    each_split(c.layers, static_cast<int>(c.nodes.size()), split, [&](const std::vector<int>& layers) {
+      j["parallelism"]["stage_layers"] = layers;
+      const double t                   = step_time(j);
+      if (t < best) {
+        best       = t;
+        best_split = layers;
+      }
+    });
+    j["parallelism"]["stage_layers"] = "auto";
+    const Scenario refined           = with_refined_stage_split(scenario_from_json(j));
+    const double automatic           = simulate_isolated(refined).step_time_s;
+    INFO("auto " << nlohmann::json(refined.parallelism.stage_layers).dump() << ": " << automatic << " s; best "
+                 << nlohmann::json(best_split).dump() << ": " << best << " s");
+    CHECK(automatic <= 1.02 * best);
+  }
 }

@@ -3,6 +3,8 @@
 #include "sim/core/scenario_check.hpp"
 
 #include "models/compute/compute_model.hpp"
+#include "models/link_calibration.hpp"
+#include "topologies/nodes/node_type.hpp"
 #include "workloads/stage_memory.hpp"
 #include "workloads/parallel/layout.hpp"
 #include "workloads/schedules/schedule.hpp"
@@ -121,6 +123,22 @@ StageCosts stage_costs(const Scenario& s, const Device& device)
   return c;
 }
 
+// A layer's tensor-parallel collectives per micro-batch on its node: an all-reduce of the
+// activation (or, with sequence parallelism, an all-gather and a reduce-scatter of it, the same
+// bytes) around each block in forward and backward, and again in a full recompute; a ring over
+// the tensor group at the node's achieved link bandwidth, 2(t-1)/t of the bytes and 2(t-1) steps
+// (models/collectives/ring.cpp). Where the node's fabric is slow (a DGX-1's single NVLink between
+// neighbours of its cube mesh) this outweighs the compute, and the split must see it.
+double tensor_seconds_per_layer(const Scenario& s, const NodeGroupSpec& node)
+{
+  const int t = s.parallelism.tensor;
+  if (t <= 1 || node.intra_node.bandwidth_Bps <= 0)
+    return 0;
+  const double blocks = s.training.recompute == "full" ? 6 : 4;
+  const double bytes  = activation_bytes(s);
+  return blocks * (2.0 * (t - 1) / t * bytes / node.intra_node.bandwidth_Bps + 2.0 * (t - 1) * node.intra_node.latency_s);
+}
+
 // Spreads each stage's layers evenly over its chunks, in virtual-stage order (chunk × p + stage).
 std::vector<int> by_virtual_stage(const std::vector<int>& per_stage, int chunks)
 {
@@ -149,10 +167,16 @@ void balance_stage_layers(Scenario& s)
   std::vector<double> fixed_s(static_cast<size_t>(p), 0), layer_s(static_cast<size_t>(p), 0);
   std::vector<double> capacity(static_cast<size_t>(p), 0);
   const FrameworkProfile& framework = FrameworkRegistry::get(s.training.framework, "training.framework");
+  // Each GPU link as transfers achieve it (the replay's platform), for the tensor collectives.
+  PlatformSpec rated = s.platform;
+  apply_rated_bandwidths(rated);
+  const PlatformSpec achieved = with_achieved_bandwidth(rated, link_efficiency());
   for (int stage = 0; stage < p; ++stage) {
     const Device& d    = stage_device(s, placement, devices, stage);
     const StageCosts c = stage_costs(s, d);
-    layer_s[static_cast<size_t>(stage)]  = c.layer_s;
+    const int group    = placement.group_of_stage[static_cast<size_t>(stage)];
+    layer_s[static_cast<size_t>(stage)] =
+        c.layer_s + tensor_seconds_per_layer(s, achieved.node_groups[static_cast<size_t>(std::max(0, group))]);
     fixed_s[static_cast<size_t>(stage)] = (stage == 0 ? c.embedding_s : 0) + (stage == p - 1 ? c.head_s : 0);
     capacity[static_cast<size_t>(stage)] = usable_memory_bytes(d.memory_bytes, framework);
   }

@@ -130,3 +130,36 @@ TEST_CASE("overlapping the backward's collectives with the wgrad hides communica
     CHECK(beside["comm"].get<double>() >= 0.95 * waited["comm"].get<double>());
   }
 }
+
+TEST_CASE("with ZeRO-3 under an overlapping profile, a layer's compute still waits for its parameters", "[tensor][overlap]")
+{
+  for (const char* framework : {"megatron-core", "megatron-lm-2022"}) {
+    INFO(framework);
+    auto j                                     = tensor_scenario(framework, true);
+    j["parallelism"]["data"]                   = 2;
+    j["parallelism"]["zero_stage"]             = 3;
+    j["training"]["global_batch_size"]         = 4;
+    j["platform"]["node_groups"][0]["count"]   = 2;
+    const Workload w = lower(scenario_from_json(j));
+    const auto& g    = w.ranks.front().graph;
+    int gathers = 0, feeding_compute = 0;
+    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+      const Task& t = g[v];
+      if (t.kind != TaskKind::Collective || t.stream != Stream::ParamGather || t.micro_batch != 0)
+        continue;
+      ++gathers;
+      // The gather's own layer starts with its compute, or with a blocking all-gather before it.
+      bool feeds = false;
+      for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) {
+        const auto next = boost::target(*e, g);
+        feeds           = feeds || g[next].kind == TaskKind::Compute;
+        if (g[next].stream == Stream::Tensor)
+          for (auto [f, f_end] = boost::out_edges(next, g); f != f_end; ++f)
+            feeds = feeds || g[boost::target(*f, g)].kind == TaskKind::Compute;
+      }
+      feeding_compute += feeds ? 1 : 0;
+    }
+    CHECK(gathers > 0);
+    CHECK(feeding_compute == gathers);
+  }
+}

@@ -282,6 +282,8 @@ private:
   // device's interference factor; the block ends when its compute and all of them have.
   TaskId overlapped_block(int work, Pass pass, const PipeOp& op, TaskId after, double bytes)
   {
+    // The compute first: a layer's first task is what waits for its ZeRO-3 gather (forward()).
+    const TaskId computed = compute(work, pass, op, after);
     std::vector<TaskId> hidden;
     const auto beside = [&](CollectiveOp c, double b) {
       hidden.push_back(collective(Stream::TensorOverlap, c, tp_group_, b, pass, op, after));
@@ -297,7 +299,7 @@ private:
       beside(CollectiveOp::AllGather, bytes); // the output gradient, for the row-parallel dgrad
       waited_scatter = bytes;
     }
-    TaskId done = compute(work, pass, op, after);
+    TaskId done = computed;
     if (waited_scatter > 0)
       done = collective(Stream::Tensor, CollectiveOp::ReduceScatter, tp_group_, waited_scatter, pass, op, done);
     else
@@ -331,17 +333,19 @@ private:
       return block(b.backward, Pass::Backward, op, after, b.reduce_backward);
     const Pass pass    = Pass::Backward;
     const double bytes = activation_bytes(s_);
+    if (sp && !te) // blocking, before anything else of the block
+      after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after);
+    // The dgrad before the collectives beside it: a layer's first task is what waits for its
+    // ZeRO-3 gather (backward()).
+    const TaskId dgrad = compute(b.backward_input, pass, op, after);
     std::vector<TaskId> hidden;
     if (te)
       hidden.push_back(collective(Stream::TensorOverlap, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after));
-    else if (sp)
-      after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after);
     TaskId input_gathered = ProgramBuilder::kNone;
     if (sp) {
       input_gathered = collective(Stream::TensorOverlap, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after);
       hidden.push_back(input_gathered);
     }
-    const TaskId dgrad = compute(b.backward_input, pass, op, after);
     hidden.push_back(collective(Stream::TensorOverlap, sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce,
                                 tp_group_, bytes, pass, op, dgrad));
     const TaskId wgrad = compute(b.backward_weight, pass, op, dgrad);

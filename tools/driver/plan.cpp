@@ -299,7 +299,11 @@ PlanResult plan(const nlohmann::json& base_doc, const std::string& base_dir, con
                                   base_scenario.model.architecture)});
   for (const auto& name : options.schedules)
     if (name != "all")
-      ScheduleRegistry::get(name, "--schedules");
+      try {
+        ScheduleRegistry::get(name, "--schedules");
+      } catch (const InputError& e) {
+        throw InputError({e.problems().front() + ", or \"all\" for every one"});
+      }
   const std::vector<double> price = prices(base_scenario, options);
   const bool priced = std::all_of(price.begin(), price.end(), [](double p) { return p > 0; });
   if (options.objective == PlanObjective::Cost && !priced)

@@ -62,6 +62,89 @@ std::string run_in_child(const std::function<std::string()>& body, long* peak_rs
   return text;
 }
 
+namespace {
+std::string read_all(int fd)
+{
+  std::string text;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof buffer)) > 0)
+    text.append(buffer, static_cast<size_t>(n));
+  return text;
+}
+
+void write_all(int fd, const std::string& text)
+{
+  size_t written = 0;
+  while (written < text.size()) {
+    ssize_t n = write(fd, text.data() + written, text.size() - written);
+    if (n <= 0)
+      break;
+    written += static_cast<size_t>(n);
+  }
+}
+} // namespace
+
+DeferredChild::DeferredChild(std::function<std::string(const std::string&)> body)
+{
+  int in[2], out[2];
+  if (pipe(in) != 0)
+    throw std::runtime_error("cannot create a pipe for the simulation process");
+  if (pipe(out) != 0) {
+    close(in[0]);
+    close(in[1]);
+    throw std::runtime_error("cannot create a pipe for the simulation process");
+  }
+  std::fflush(nullptr);
+  const pid_t parent = getpid();
+  pid_               = fork();
+  if (pid_ < 0)
+    throw std::runtime_error("cannot fork the simulation process");
+  if (pid_ == 0) {
+    die_with_parent(parent);
+    close(in[1]);
+    close(out[0]);
+    const std::string input = read_all(in[0]);
+    close(in[0]);
+    if (!input.empty())
+      write_all(out[1], body(input));
+    close(out[1]);
+    _exit(0);
+  }
+  close(in[0]);
+  close(out[1]);
+  to_child_   = in[1];
+  from_child_ = out[0];
+}
+
+DeferredChild::~DeferredChild()
+{
+  if (to_child_ >= 0)
+    close(to_child_);
+  if (from_child_ >= 0)
+    close(from_child_);
+  if (pid_ > 0)
+    waitpid(pid_, nullptr, 0);
+}
+
+std::string DeferredChild::run(const std::string& input)
+{
+  if (to_child_ < 0)
+    throw std::logic_error("a deferred child runs once");
+  write_all(to_child_, input);
+  close(to_child_);
+  to_child_              = -1;
+  const std::string text = read_all(from_child_);
+  close(from_child_);
+  from_child_ = -1;
+  int status  = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  if (text.empty())
+    throw std::runtime_error(fmt::format("the host-side simulation process died (status {})", status));
+  return text;
+}
+
 Report simulate_isolated(const Scenario& s)
 {
   nlohmann::json out = nlohmann::json::parse(run_in_child([&] {

@@ -34,6 +34,9 @@ int fill_analytic(const Scenario& s, const Placement& placement, const std::vect
   r.fidelity              = s.simulation.fidelity;
   r.micro_batches         = shape.micro_batches;
   r.model_flops_per_step  = model_flops_per_step(s);
+  const ParameterCounts counts = model_kind(s.model).parameter_counts(s);
+  r.parameters            = counts.total;
+  r.active_parameters     = counts.active;
   r.stages.clear();
   r.fits_in_memory = true;
   double tightest  = -1; // the stage closest to (or furthest over) its device's capacity

@@ -1,7 +1,9 @@
 // The road of the design notes, as one function of stage calls (sim/stages.hpp), and the two
 // middle stages: costing the workload and replaying it on SimGrid.
 #include "sim/simulate.hpp"
+#include "sim/host_side.hpp"
 #include "sim/stages.hpp"
+#include "sim/federated.hpp"
 
 #include "models/compute/compute_model.hpp"
 #include "models/link_calibration.hpp"
@@ -145,6 +147,8 @@ StepReplay replay_step(const Scenario& s, const JobPlan& job, Workload& workload
 
 Report simulate(const Scenario& given, Timeline* timeline, int link_count)
 {
+  if (given.training.federated.enabled) // a round on edge devices: its own road (sim/federated.hpp)
+    return simulate_federated(given);
   const Scenario s  = with_refined_stage_split(given);
   const JobPlan job = plan_job(s);
   // A step time for a job that cannot run would mislead, so a scenario that does not fit is bad
@@ -153,8 +157,12 @@ Report simulate(const Scenario& given, Timeline* timeline, int link_count)
   if (!job.analytic.fits_in_memory && !s.simulation.allow_oom)
     throw InputError({memory_problem(job) + "; pass --allow-oom (simulation.allow_oom) to simulate it anyway"});
   const CollectiveAlgorithm collectives = scenario_collective_algorithm(s.simulation);
+  HostSideReplay host_side(s); // forks before the step's engine exists
   Workload workload                     = cost_workload(s, job, collectives);
-  const StepReplay step                 = replay_step(s, job, workload, collectives, link_count);
+  StepReplay step                       = replay_step(s, job, workload, collectives, link_count);
+  // The data loader may hold the step back; the report's figures follow the step it makes.
+  const HostSide host = host_side.run(s, job, workload, step);
+  step.step_time_s    = has_host_side(s) ? host.step_time_s : step.step_time_s;
   if (timeline != nullptr) {
     *timeline               = build_timeline(workload, step.result);
     timeline->name          = s.name;
@@ -162,6 +170,8 @@ Report simulate(const Scenario& given, Timeline* timeline, int link_count)
     timeline->micro_batches = job.analytic.micro_batches;
   }
   Report report = step_report(s, job, workload, step, link_count);
+  report.input      = host.input;
+  report.checkpoint = host.checkpoint;
   check_step_bounds(s, report);
   return report;
 }

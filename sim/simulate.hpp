@@ -49,6 +49,22 @@ Report simulate_isolated(const Scenario& s);
 // With `peak_rss_kb`, also the child's peak resident memory (the benchmark's figure).
 std::string run_in_child(const std::function<std::string()>& body, long* peak_rss_kb = nullptr);
 
+// A child process forked when constructed, before this process creates a SimGrid engine, that
+// later runs `body` on the text run() hands it and returns what it produced: the way to run a
+// second engine after a replay in the same process (SimGrid keeps state, the clock among it,
+// from one engine to the next). Destroyed unused, the child ends without running it.
+class DeferredChild {
+public:
+  explicit DeferredChild(std::function<std::string(const std::string&)> body);
+  ~DeferredChild();
+  DeferredChild(const DeferredChild&)            = delete;
+  DeferredChild& operator=(const DeferredChild&) = delete;
+  std::string run(const std::string& input); // once
+
+private:
+  int pid_ = -1, to_child_ = -1, from_child_ = -1;
+};
+
 // Called first thing in a forked child, with the pid the parent had before fork(): asks the
 // kernel to SIGKILL the child when the parent dies, so that a killed command (timeout, SIGTERM,
 // SIGKILL) leaves no simulation running on. A parent that died before the request took effect

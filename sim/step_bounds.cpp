@@ -77,7 +77,11 @@ void check_step_bounds(const Scenario& s, const Report& r)
   // communication dominates, else the model.
   std::string path = "model", cause;
   const auto bandwidths = given_bandwidths(s.platform);
-  if (exposed >= compute && !bandwidths.empty()) {
+  if (r.input && r.input->stall_s >= std::max(compute, exposed)) {
+    path  = "training.input";
+    cause = fmt::format("{:.0f}% of it is waiting for the data loader, which is limited by {}",
+                        100 * r.input->stall_s / r.step_time_s, r.input->limited_by);
+  } else if (exposed >= compute && !bandwidths.empty()) {
     const auto slowest = *std::min_element(bandwidths.begin(), bandwidths.end(),
                                            [](const auto& a, const auto& b) { return a.Bps < b.Bps; });
     path  = slowest.path;

@@ -148,3 +148,31 @@ TEST_CASE("the shipped baseline covers every shipped scenario", "[check]")
     CHECK(covered.count(f.path().lexically_normal().string()) == 1);
   }
 }
+
+// A CNN has no tokens: its baseline entry holds samples per second, and the wrong figure's key
+// is refused with its path.
+TEST_CASE("check holds a model without tokens by its samples per second", "[check]")
+{
+  const std::string root = STEPSIM_SOURCE_DIR;
+  nlohmann::json cnn     = nlohmann::json::parse(
+      testing::read_text_file(root + "/configs/validation/torchgpipe_resnet101_baseline.json"));
+  cnn.erase("validation");
+  testing::write_temp_file("cnn-small.json", cnn.dump());
+  const std::string file = testing::write_temp_file(
+      "cnn-baseline.json", nlohmann::json{{"scenarios", {{{"scenario", "cnn-small.json"}}}}}.dump());
+  auto updated = testing::run_stepsim("check " + file + " --update");
+  INFO(updated.output);
+  REQUIRE(updated.exit_code == 0);
+  auto baseline = nlohmann::json::parse(testing::read_text_file(file));
+  REQUIRE(baseline["scenarios"][0].contains("expected_samples_per_s"));
+  CHECK(baseline["scenarios"][0]["expected_samples_per_s"].get<double>() > 0);
+  CHECK(testing::run_stepsim("check " + file).exit_code == 0);
+
+  baseline["scenarios"][0]["expected_tokens_per_s"] = baseline["scenarios"][0]["expected_samples_per_s"];
+  baseline["scenarios"][0].erase("expected_samples_per_s");
+  testing::write_temp_file("cnn-baseline.json", baseline.dump());
+  auto wrong = testing::run_stepsim("check " + file);
+  CHECK(wrong.exit_code == 2);
+  CHECK(wrong.output.find("scenarios[0].expected_tokens_per_s") != std::string::npos);
+  CHECK(wrong.output.find("expected_samples_per_s") != std::string::npos);
+}

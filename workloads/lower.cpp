@@ -195,6 +195,20 @@ private:
     });
   }
 
+  // Ulysses' all-to-alls (workloads/parallel/ulysses.hpp): ulysses_degree consecutive context
+  // ranks, all of them for Ulysses, one group of USP's.
+  int ulysses_group(const RankCoord& c)
+  {
+    return group(c, [&](const RankCoord& x) {
+      const int u = s_.parallelism.ulysses_degree, first = ulysses_group_first(x.context, u);
+      std::vector<int> ranks;
+      for (int k = 0; k < u; ++k)
+        ranks.push_back(layout_.rank_of({x.tensor, first + k, x.data, x.pipeline}));
+      return GroupDef{fmt::format("ulysses/pp{}/dp{}/tp{}/cp{}", x.pipeline, x.data, x.tensor, first / u),
+                      std::move(ranks)};
+    });
+  }
+
   int embedding_group(const RankCoord& c)
   {
     return group(c, [&](const RankCoord& x) {
@@ -415,9 +429,11 @@ private:
   {
     ring_tag_ = 0;
     if (s_.parallelism.context > 1) {
-      const int cp = s_.parallelism.context;
-      ring_.next   = layout_.rank_of({coord_.tensor, (coord_.context + 1) % cp, coord_.data, coord_.pipeline});
-      ring_.prev   = layout_.rank_of({coord_.tensor, (coord_.context + cp - 1) % cp, coord_.data, coord_.pipeline});
+      // Under USP each ring takes one rank of every Ulysses group (workloads/parallel/ulysses.hpp).
+      const int cp = s_.parallelism.context, u = s_.parallelism.ulysses_degree;
+      ring_.next   = layout_.rank_of({coord_.tensor, ring_next(coord_.context, cp, u), coord_.data, coord_.pipeline});
+      ring_.prev   = layout_.rank_of({coord_.tensor, ring_prev(coord_.context, cp, u), coord_.data, coord_.pipeline});
+      ring_.ulysses.group = u > 1 ? ulysses_group(coord_) : -1;
     }
     if (!moe_layers_)
       return;
@@ -440,6 +456,7 @@ private:
                                  return expert_def(x, "expert_tensor/pp{}/ep{}/edp{}", Axis::Expert, Axis::Data,
                                                    expert_tensor_group_ranks);
                                });
+    moe_.shared_tensor_group = tp_group_; // shared experts are dense: the dense tensor group's collectives
     moe_.expert_group  = ep > 1 ? group(coord_,
                                         [&](const RankCoord& x) {
                                           return expert_def(x, "expert/pp{}/tp{}/ep{}", Axis::Tensor, Axis::Data,

@@ -10,15 +10,14 @@
 
 namespace stepsim {
 
-namespace {
-// Rounded to 9 significant digits, so that a report does not change with the last bits of a
-// floating-point sum and stays byte-identical across runs and machines.
 double tidy(double v)
 {
   if (v == 0 || !std::isfinite(v))
     return v;
   return std::stod(fmt::format("{:.9g}", v));
 }
+
+namespace {
 
 // An integer field of a report read back (a baseline, a sweep journal or shard): a number of
 // another kind, or one beyond T, is an error of the JSON library's own kind, which the readers
@@ -37,6 +36,16 @@ T whole(const nlohmann::json& v)
 }
 
 std::string human_bytes(double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024)); }
+
+// A parameter count in billions, millions or thousands (decimal, as model cards write them).
+std::string human_count(double n)
+{
+  if (n >= 1e9)
+    return fmt::format("{:.2f} B", n / 1e9);
+  if (n >= 1e6)
+    return fmt::format("{:.2f} M", n / 1e6);
+  return fmt::format("{:.2f} K", n / 1e3);
+}
 } // namespace
 
 nlohmann::json to_json(const Report& r)
@@ -53,6 +62,8 @@ nlohmann::json to_json(const Report& r)
   j["tokens_per_s"]            = tidy(r.tokens_per_s);
   j["samples_per_s"]           = tidy(r.samples_per_s);
   j["model_flops_per_step"]    = tidy(r.model_flops_per_step);
+  j["parameters"]              = tidy(r.parameters);
+  j["active_parameters"]       = tidy(r.active_parameters);
   j["model_tflops_per_gpu"]    = tidy(r.model_tflops_per_gpu);
   j["hardware_tflops_per_gpu"] = tidy(r.hardware_tflops_per_gpu);
   j["mfu"]                     = tidy(r.mfu);
@@ -109,6 +120,12 @@ nlohmann::json to_json(const Report& r)
     for (const auto& w : r.waits)
       j["waits"].push_back({{"rank", w.rank}, {"peer", w.peer}, {"group", w.group}, {"seconds", tidy(w.seconds)}});
   }
+  if (r.input)
+    j["input"] = input_to_json(*r.input);
+  if (r.checkpoint)
+    j["checkpoint"] = checkpoint_to_json(*r.checkpoint);
+  if (r.federated)
+    j["federated"] = federated_to_json(*r.federated);
   return j;
 }
 
@@ -126,6 +143,8 @@ Report report_from_json(const nlohmann::json& j)
   r.tokens_per_s            = j.at("tokens_per_s").get<double>();
   r.samples_per_s           = j.at("samples_per_s").get<double>();
   r.model_flops_per_step    = j.at("model_flops_per_step").get<double>();
+  r.parameters              = j.value("parameters", 0.0); // reports from before the counts have none
+  r.active_parameters       = j.value("active_parameters", 0.0);
   r.model_tflops_per_gpu    = j.at("model_tflops_per_gpu").get<double>();
   r.hardware_tflops_per_gpu = j.at("hardware_tflops_per_gpu").get<double>();
   r.mfu                     = j.at("mfu").get<double>();
@@ -180,11 +199,19 @@ Report report_from_json(const nlohmann::json& j)
   for (const auto& w : j.value("waits", nlohmann::json::array()))
     r.waits.push_back(WaitReport{whole<int>(w.at("rank")), whole<int>(w.at("peer")), w.at("group").get<std::string>(),
                                  w.at("seconds").get<double>()});
+  if (j.contains("input"))
+    r.input = input_from_json(j["input"]);
+  if (j.contains("checkpoint"))
+    r.checkpoint = checkpoint_from_json(j["checkpoint"]);
+  if (j.contains("federated"))
+    r.federated = federated_from_json(j["federated"]);
   return r;
 }
 
 std::string to_table(const Report& r)
 {
+  if (r.federated) // a round, not a step: its own table
+    return federated_table(r);
   std::string out;
   out += fmt::format("{}: {} GPUs ({}), schedule {}, {} micro-batches per replica, {} fidelity, {} network, "
                      "framework {}\n\n",
@@ -204,6 +231,10 @@ std::string to_table(const Report& r)
   out += fmt::format("  {:<24}{:>14.4f} s\n", "step time", r.step_time_s);
   out += fmt::format("  {:<24}{:>14.0f}\n", "tokens/s", r.tokens_per_s);
   out += fmt::format("  {:<24}{:>14.2f}\n", "samples/s", r.samples_per_s);
+  if (r.parameters > 0) // a mixture of experts also says how many a token goes through
+    out += fmt::format("  {:<24}{:>14}{}\n", "parameters", human_count(r.parameters),
+                       r.active_parameters < r.parameters ? fmt::format("  ({} active)", human_count(r.active_parameters))
+                                                          : "");
   out += fmt::format("  {:<24}{:>14.1f}\n", "model TFLOP/s per GPU", r.model_tflops_per_gpu);
   out += fmt::format("  {:<24}{:>14.1f}\n", "hardware TFLOP/s per GPU", r.hardware_tflops_per_gpu);
   out += fmt::format("  {:<24}{:>13.1f}%\n", "MFU", 100 * r.mfu);
@@ -225,6 +256,10 @@ std::string to_table(const Report& r)
   if (r.energy_j_per_step > 0)
     out += fmt::format("  {:<24}{:>14.3f} MJ{}\n", "energy per step", r.energy_j_per_step / 1e6,
                        r.energy_j_per_token > 0 ? fmt::format(" ({:.3f} J per token)", r.energy_j_per_token) : "");
+  if (r.input)
+    out += input_table(*r.input);
+  if (r.checkpoint)
+    out += checkpoint_table(*r.checkpoint);
   out += fmt::format("  {:<24}{:>14} of {} ({})\n", "memory peak per GPU", human_bytes(r.memory_peak_bytes),
                      human_bytes(r.memory_capacity_bytes), r.fits_in_memory ? "fits" : "DOES NOT FIT");
   out += fmt::format("  {:<24}weights {}, gradients {}, optimizer {}, activations {}, buffers {}\n", "",

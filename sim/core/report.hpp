@@ -2,9 +2,13 @@
 // fields may be added). Plain data; to_json and to_table render it.
 #pragma once
 
+#include "sim/core/federated_report.hpp"
+#include "sim/core/host_side_report.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +63,11 @@ struct Report {
   double tokens_per_s = 0;
   double samples_per_s = 0;
   double model_flops_per_step = 0;
+  // The whole model's parameters, and those one token goes through (a mixture of experts' top_k
+  // routed experts, its shared experts and the rest; equal for a dense model), as its kind counts
+  // them (workloads/models/model_kind.hpp, ParameterCounts).
+  double parameters        = 0;
+  double active_parameters = 0;
   double model_tflops_per_gpu = 0;
   double hardware_tflops_per_gpu = 0;
   double mfu = 0;
@@ -99,7 +108,17 @@ struct Report {
   std::map<std::string, std::string> collective_algorithms;
   std::vector<LinkReport> links;  // busiest first; filled when asked (simulate's link_count)
   std::vector<WaitReport> waits;  // largest first; only where several members of a group are simulated
+  // training.input and training.checkpoint (sim/core/host_side_report.hpp); absent when not asked for.
+  std::optional<InputReport> input;
+  std::optional<CheckpointReport> checkpoint;
+  // training.federated: the round (sim/core/federated_report.hpp); absent for any other scenario.
+  std::optional<FederatedReport> federated;
 };
+
+// A figure rounded to 9 significant digits, as every report writes its figures, so that a report
+// does not change with the last bits of a floating-point sum and stays byte-identical across
+// runs and machines.
+double tidy(double v);
 
 nlohmann::json to_json(const Report& r);
 // The inverse of to_json (reports cross process boundaries in sweeps and tests).

@@ -3,6 +3,7 @@
 // the JSON.
 #pragma once
 
+#include "sim/core/federated.hpp"
 #include "sim/core/framework.hpp"
 #include "sim/core/kernel.hpp"
 
@@ -60,6 +61,12 @@ struct ModelSpec {
   // (Megatron pads each expert's input to this capacity; 1.0 = perfectly balanced routing).
   double moe_capacity_factor = 1.0;
   int moe_ffn_hidden_size    = 0; // each expert's FFN width; 0 = ffn_hidden_size
+  // Shared experts (DeepSeek-MoE, Qwen2-MoE; workloads/models/moe.hpp): dense FFNs that every
+  // token goes through beside its top_k routed experts; 0 = none. Each one's FFN width (0 = the
+  // routed experts' width), and Qwen2-MoE's sigmoid gate (hidden → 1) on their output.
+  int moe_shared_experts                = 0;
+  int moe_shared_expert_ffn_hidden_size = 0;
+  bool moe_shared_expert_gate           = false;
   // "transformer", a built-in CNN ("resnet50", "resnet101", "vgg16"; workloads/models/cnn.hpp), which
   // uses only the two fields below and leaves the transformer's sizes at 0, or "layers": the
   // list in `layers` (with seq_length as tokens per sample, 0 for none, and input_bytes).
@@ -71,6 +78,26 @@ struct ModelSpec {
   // Sizes that only one model kind has, read and checked by that kind (workloads/models/), by
   // their field names under `model`, so that a new kind needs no field here.
   std::map<std::string, double> kind_fields;
+};
+
+// training.input: the data loader that feeds each data-parallel replica, as PyTorch's DataLoader
+// runs it (workloads/input_pipeline.hpp, sim/engine/input_replay.hpp). Off unless given.
+struct InputPipelineSpec {
+  bool enabled        = false;
+  int workers         = 2; // worker processes per loading rank (DataLoader num_workers)
+  int prefetch_factor = 2; // batches each worker keeps in flight (DataLoader's default, 2)
+  double sample_bytes = 0; // read from the source per sample
+  double decode_cpu_s = 0; // CPU seconds per sample: decode, augment, collate
+  std::string source  = "nvme"; // nvme: the node's local disk; storage: platform.storage, shared by all nodes
+  double device_bytes = -1;     // copied to the GPU per sample; -1: derived from the model
+};
+
+// training.checkpoint: the model and optimizer state written every `every_steps` steps
+// (workloads/checkpoint.hpp, sim/engine/checkpoint_replay.hpp). every_steps 0: none.
+struct CheckpointSpec {
+  int every_steps     = 0;
+  std::string mode    = "sync";    // sync: training waits for the write; async: for a copy to host memory
+  std::string layout  = "sharded"; // sharded: every rank writes what it holds; gathered: one rank writes all
 };
 
 struct TrainingSpec {
@@ -90,6 +117,10 @@ struct TrainingSpec {
   // The framework profile that fills in what the scenario leaves to the framework
   // (sim/core/framework.hpp, workloads/frameworks/).
   std::string framework = kDefaultFramework;
+  InputPipelineSpec input;
+  CheckpointSpec checkpoint;
+  // A round of federated learning instead of a data-centre step (sim/core/federated.hpp).
+  FederatedSpec federated;
 };
 
 struct ParallelSpec {
@@ -97,6 +128,14 @@ struct ParallelSpec {
   int pipeline           = 1;
   int data               = 1;
   int context            = 1;
+  // How attention runs over the `context` ranks (workloads/parallel/context_parallel.hpp,
+  // sim/input/context_parse.hpp): "ring" (K/V blocks passed around a ring, Megatron-LM's p2p),
+  // "ulysses" (DeepSpeed-Ulysses: all-to-alls turn sequence shards into head shards around the
+  // attention) or "usp" (Ulysses inside groups of ulysses_degree ranks, the ring across them).
+  // ulysses_degree is the size of the all-to-all groups: 1 for ring, context for ulysses, as
+  // read for usp; the ring then has context / ulysses_degree ranks.
+  std::string context_attention = "ring";
+  int ulysses_degree            = 1;
   int expert             = 1;
   int virtual_stages     = 1;
   std::string schedule   = "1f1b";
@@ -147,6 +186,10 @@ struct HostSpec {
   double link_bandwidth_Bps   = 0;     // per GPU, per direction; 0 = the device's host_link_bandwidth
   double link_latency_s       = 1e-6;  // GPU to host memory
   double memory_bandwidth_Bps = 204.8e9; // all GPUs' host traffic together: 8 channels of DDR4-3200
+  // For training.input: the node's CPU cores (0 = not given) and its local NVMe disk.
+  int cpu_cores             = 0;
+  double nvme_bandwidth_Bps = 0; // read bandwidth of the node's local disks together; 0 = not given
+  double nvme_latency_s     = 100e-6;
 };
 
 struct NicSpec {
@@ -225,10 +268,19 @@ struct NetworkSpec {
   WifiSpec wifi;
 };
 
+// platform.storage: a shared network file system (Lustre, GPFS, NFS) that training.input reads
+// from and training.checkpoint writes to; its bandwidth is shared by every node.
+struct StorageSpec {
+  double bandwidth_Bps      = 0; // aggregate, per direction; 0 = not given
+  double latency_s          = 0;
+  double node_bandwidth_Bps = 0; // each node's link to it; 0 = the node's NICs together
+};
+
 struct PlatformSpec {
   std::string preset; // the configs/platforms/ preset it was expanded from, "" for none
   std::vector<NodeGroupSpec> node_groups;
   NetworkSpec network;
+  StorageSpec storage;
   // placement.stages: the node group each pipeline stage runs on; empty = ranks fill the groups'
   // GPUs in rank order (under the default rank_order pipeline is outermost, so early stages land
   // on the first group).

@@ -33,7 +33,8 @@ enum class Stream : uint8_t {
   SendPrev,
   RecvPrev,
   RecvNext,
-  Context,     // context-parallel ring: K/V (forward) and dK/dV (backward) sent to the next rank
+  Context,     // context-parallel ring: K/V (forward) and dK/dV (backward) sent to the next rank;
+               // Ulysses' all-to-alls of Q, K, V and the attention's output (and their gradients)
   Expert,      // expert-parallel token all-to-alls
   ContextRecv, // context-parallel ring: receives from the previous rank, posted with the send
   ParamGather,  // ZeRO-3 / FSDP parameter all-gathers, on their own stream as FSDP issues them

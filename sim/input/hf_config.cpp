@@ -66,6 +66,77 @@ bool get_bool(const nlohmann::json& c, const char* key, Problems& problems, bool
   }
   return it->get<bool>();
 }
+
+bool given(const nlohmann::json& c, const char* key) { return c.contains(key) && !c[key].is_null(); }
+
+// The expert fields of the Llama-family types (modeling_mixtral.py, MixtralSparseMoeBlock;
+// modeling_qwen2_moe.py, Qwen2MoeSparseMoeBlock; modeling_qwen3_moe.py, Qwen3MoeSparseMoeBlock).
+// A mixture-of-experts type must name its experts in full: HuggingFace would fill a missing field
+// from its config class's defaults (Qwen2MoeConfig's are Qwen1.5-MoE-A2.7B's 60 experts, top 4),
+// which describe another model, and stepsim used to import such a config as a dense model. A field
+// the type's model does not read is refused too, since the model it describes would not be the one
+// HuggingFace builds.
+void import_experts(const nlohmann::json& c, const std::string& type, ModelSpec& m, Problems& problems)
+{
+  const bool mixtral = type == "mixtral", qwen2_moe = type == "qwen2_moe";
+  const bool moe     = mixtral || qwen2_moe || type == "qwen3_moe";
+  if (!moe) {
+    for (const char* key : {"num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                            "shared_expert_intermediate_size", "n_shared_experts"})
+      if (given(c, key))
+        problems.add(key, fmt::format("a {} config has no experts (HuggingFace's {} model ignores the field); a "
+                                      "mixture of experts is model_type \"mixtral\", \"qwen2_moe\" or \"qwen3_moe\"",
+                                      type, type));
+    return;
+  }
+  auto required = [&](const char* key, const char* what) {
+    if (!given(c, key)) {
+      problems.add(key, fmt::format("missing in the HuggingFace config: a {} config must name its experts in full "
+                                    "({}); HuggingFace's default would be another model's",
+                                    type, what));
+      return 1;
+    }
+    return get_int(c, key, problems);
+  };
+  auto ignored = [&](const char* key, const std::string& why) {
+    if (given(c, key))
+      problems.add(key, fmt::format("HuggingFace's {} model does not read it: {}", type, why));
+  };
+  const char* experts_key = mixtral ? "num_local_experts" : "num_experts";
+  ignored(mixtral ? "num_experts" : "num_local_experts",
+          fmt::format("a {} config gives its number of experts as {}", type, experts_key));
+  m.num_experts = required(experts_key, "the number of experts");
+  m.moe_top_k   = required("num_experts_per_tok", "the experts each token is routed to");
+  if (mixtral) // Mixtral's experts are intermediate_size wide
+    ignored("moe_intermediate_size", "its experts are intermediate_size wide");
+  else
+    m.moe_ffn_hidden_size = required("moe_intermediate_size", "each expert's FFN width");
+  // Qwen2-MoE's one shared expert of shared_expert_intermediate_size with its sigmoid gate
+  // (Qwen2MoeSparseMoeBlock: shared_expert, shared_expert_gate = Linear(hidden_size, 1)); the
+  // other types have none. DeepSeek's n_shared_experts belongs to model types not imported here.
+  if (qwen2_moe) {
+    m.moe_shared_experts                = 1;
+    m.moe_shared_expert_ffn_hidden_size = required("shared_expert_intermediate_size", "the shared expert's width");
+    m.moe_shared_expert_gate            = true;
+  } else {
+    ignored("shared_expert_intermediate_size", fmt::format("a {} model has no shared expert", type));
+  }
+  ignored("n_shared_experts", "it has no such field (DeepSeek's has; give shared experts in the scenario as "
+                              "model.moe_shared_experts)");
+  // Qwen's MoE types may keep some layers dense (Qwen2MoeDecoderLayer: a dense MLP where the layer
+  // index is in mlp_only_layers or (index + 1) is not a multiple of decoder_sparse_step); stepsim
+  // makes every layer a MoE layer.
+  if (!mixtral) {
+    if (given(c, "decoder_sparse_step") && get_int(c, "decoder_sparse_step", problems) != 1)
+      problems.add("decoder_sparse_step", fmt::format("{}: some layers would keep a dense MLP, and stepsim makes "
+                                                      "every layer a MoE layer; expected 1",
+                                                      c["decoder_sparse_step"].dump()));
+    if (given(c, "mlp_only_layers") && !(c["mlp_only_layers"].is_array() && c["mlp_only_layers"].empty()))
+      problems.add("mlp_only_layers", fmt::format("{}: these layers would keep a dense MLP, and stepsim makes every "
+                                                  "layer a MoE layer; expected []",
+                                                  c["mlp_only_layers"].dump()));
+  }
+}
 } // namespace
 
 ModelSpec import_hf_config(const nlohmann::json& c)
@@ -124,18 +195,7 @@ ModelSpec import_hf_config(const nlohmann::json& c)
                                              "the scenario instead",
                                              head_dim, m.hidden_size, m.num_attention_heads));
     }
-    const bool moe_type = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe";
-    for (const char* key : {"num_local_experts", "num_experts"})
-      if (!moe_type && c.contains(key) && !c[key].is_null())
-        problems.add(key, fmt::format("a {} config has no experts (HuggingFace's {} model ignores the field); a "
-                                      "mixture of experts is model_type \"mixtral\", \"qwen2_moe\" or \"qwen3_moe\"",
-                                      type, type));
-    if (moe_type && (c.contains("num_local_experts") || c.contains("num_experts"))) {
-      m.num_experts = get_int(c, c.contains("num_local_experts") ? "num_local_experts" : "num_experts", problems);
-      m.moe_top_k   = get_int(c, "num_experts_per_tok", problems, 2);
-      if (c.contains("moe_intermediate_size"))
-        m.moe_ffn_hidden_size = get_int(c, "moe_intermediate_size", problems);
-    }
+    import_experts(c, type, m, problems);
   } else if (problems.empty()) { // a model_type that is no string is already reported
     problems.add("model_type", fmt::format("\"{}\" is not a supported HuggingFace model type; expected one of "
                                            "\"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", "

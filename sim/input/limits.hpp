@@ -17,6 +17,7 @@ constexpr long long kMaxLayers      = 1LL << 16;
 constexpr long long kMaxTokens      = 1LL << 24; // sequence length, vocabulary
 constexpr long long kMaxExperts     = 1LL << 16;
 constexpr long long kMaxGpusPerNode = 1LL << 10;
+constexpr long long kMaxCpuCores    = 1LL << 14; // per node (host.cpu_cores)
 // A GPU-hour price (platform.node_groups[].price_per_gpu_hour, plan --price-per-gpu-hour): a
 // bound against slips of the keyboard, far above cloud list prices (units to tens per GPU-hour).
 constexpr double kMaxPricePerGpuHour = 1e4;

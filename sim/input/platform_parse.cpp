@@ -58,6 +58,9 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     spec.host.link_bandwidth_Bps      = host.has("link_bandwidth") ? host.bandwidth("link_bandwidth") : 0.0;
     spec.host.link_latency_s          = host.time("link_latency", 1e-6);
     spec.host.memory_bandwidth_Bps    = host.bandwidth("memory_bandwidth", 204.8e9);
+    spec.host.cpu_cores               = static_cast<int>(host.integer("cpu_cores", 0, 1, kMaxCpuCores));
+    spec.host.nvme_bandwidth_Bps      = host.bandwidth("nvme_bandwidth", 0.0);
+    spec.host.nvme_latency_s          = host.time("nvme_latency", 100e-6);
     host.reject_unknown_keys();
     auto nic                  = g.object("nic");
     spec.nic.count            = static_cast<int>(nic.integer("count", 8, 1, kMaxGpusPerNode));
@@ -71,6 +74,13 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     platform.node_groups.push_back(spec);
   }
   read_network(r.object("network"), platform.network, platform.node_groups);
+  if (r.has("storage")) {
+    JsonReader st                       = r.object("storage");
+    platform.storage.bandwidth_Bps      = st.bandwidth("bandwidth");
+    platform.storage.latency_s          = st.time("latency", 0.0);
+    platform.storage.node_bandwidth_Bps = st.bandwidth("node_bandwidth", 0.0);
+    st.reject_unknown_keys();
+  }
   // A preset (configs/platforms/) was expanded into the fields above by expand_platform_preset.
   platform.preset = r.text("preset", std::string());
   if (const auto* placement = r.raw("placement")) {

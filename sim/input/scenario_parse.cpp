@@ -3,7 +3,10 @@
 // the device catalogue or a schedule registry are done by the driver with the same wording.
 #include "sim/input/scenario_parse.hpp"
 
+#include "sim/input/context_parse.hpp"
+#include "sim/input/federated_parse.hpp"
 #include "sim/input/limits.hpp"
+#include "sim/input/input_pipeline_parse.hpp"
 #include "sim/input/platform_parse.hpp"
 #include "sim/core/kernel.hpp"
 #include "sim/core/rank_order.hpp"
@@ -30,7 +33,10 @@ const FrameworkProfile& read_framework(JsonReader& r, TrainingSpec& t)
 
 void read_training(JsonReader r, TrainingSpec& t, const FrameworkProfile& framework)
 {
-  t.global_batch_size = r.integer("global_batch_size");
+  if (r.has("federated")) // a round on edge devices instead of a step (sim/input/federated_parse.hpp)
+    read_federated(r, t);
+  else
+    t.global_batch_size = r.integer("global_batch_size");
   t.micro_batch_size  = r.integer("micro_batch_size", 1);
   t.precision         = r.text("precision", std::string("bf16"), {"fp32", "tf32", "fp16", "bf16", "fp8"});
   t.recompute         = r.text("recompute", std::string("none"), {"none", "selective", "full"});
@@ -49,6 +55,8 @@ void read_training(JsonReader r, TrainingSpec& t, const FrameworkProfile& framew
                     std::find(fp32_for.begin(), fp32_for.end(), t.precision) != fp32_for.end();
   const std::string gradients = fp32 ? "fp32" : t.precision == "fp8" ? "bf16" : t.precision;
   t.gradient_precision        = r.text("gradient_precision", gradients, {"fp32", "bf16", "fp16"});
+  read_input_pipeline(r, t.input);
+  read_checkpoint(r, t.checkpoint);
   r.reject_unknown_keys();
 }
 
@@ -69,6 +77,7 @@ void read_parallelism(JsonReader r, ParallelSpec& p, const FrameworkProfile& fra
   p.pipeline            = static_cast<int>(r.integer("pipeline", 1, 1, kMaxGpus));
   p.data                = static_cast<int>(r.integer("data", 1, 1, kMaxGpus));
   p.context             = static_cast<int>(r.integer("context", 1, 1, kMaxGpus));
+  read_context_attention(r, p); // context_attention, ulysses_degree (sim/input/context_parse.hpp)
   p.expert              = static_cast<int>(r.integer("expert", 1, 1, kMaxGpus));
   p.rank_order          = r.text("rank_order", p.rank_order);
   try {
@@ -201,7 +210,10 @@ void check_sizes(const Scenario& s, const ModelHooks& model, Problems& problems)
   const auto& t = s.training;
   const double h = m.hidden_size;
   const double parameters =
-      m.num_layers * (4 * h * h + 3 * h * m.ffn_hidden_size * std::max(1, m.num_experts)) + 2 * double(m.vocab_size) * h;
+      m.num_layers * (4 * h * h + 3 * h * m.ffn_hidden_size * std::max(1, m.num_experts) +
+                      3 * h * double(m.moe_shared_experts) * // shared experts, at most this wide
+                          std::max({m.moe_shared_expert_ffn_hidden_size, m.moe_ffn_hidden_size, m.ffn_hidden_size})) +
+      2 * double(m.vocab_size) * h;
   if (parameters > kMaxParameters)
     problems.add("model", fmt::format("about {:.3g} parameters, more than the {:.0e} stepsim accepts", parameters,
                                       kMaxParameters));
@@ -323,8 +335,11 @@ void check_shapes(const Scenario& s, const ModelHooks& model, Problems& problems
                  fmt::format("a mixture-of-experts model with tensor {} needs sequence_parallel true (as Megatron "
                              "requires: each tensor rank routes its share of the tokens)",
                              p.tensor));
-  // Ring attention balances the causal work by cutting the sequence into 2 × context chunks.
-  if (p.context > 1 && m.seq_length > 0 && m.seq_length % p.context == 0 && m.seq_length % (2 * p.context) != 0)
+  check_context_attention(s, problems); // heads for Ulysses' all-to-alls (sim/input/context_parse.hpp)
+  // Ring attention balances the causal work by cutting the sequence into 2 × context chunks
+  // (Ulysses computes whole sequences and needs no such cut).
+  if (p.context > 1 && p.context_attention != "ulysses" && m.seq_length > 0 && m.seq_length % p.context == 0 &&
+      m.seq_length % (2 * p.context) != 0)
     problems.add("parallelism.context",
                  fmt::format("model.seq_length {} is not divisible by 2 × context {}: the load-balanced ring cuts the "
                              "sequence into 2 × context chunks",
@@ -363,7 +378,10 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& base_
   const FrameworkProfile& framework  = read_framework(training, s.training);
   read_training(training, s.training, framework);
   read_parallelism(top.object("parallelism"), s.parallelism, framework, s.training);
-  read_platform(top.object("platform", true), s.platform);
+  if (s.training.federated.enabled)
+    check_federated_scenario(top, s); // no platform: the clients in training.federated are it
+  else
+    read_platform(top.object("platform", true), s.platform);
   read_simulation(top.object("simulation"), s.simulation);
   for (size_t i = 0; i < s.simulation.stragglers.size(); ++i)
     if (s.simulation.stragglers[i].rank >= s.platform.total_gpus() && problems.empty())
@@ -373,6 +391,8 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& base_
   top.raw("description"); // free text for people
   top.raw("validation");  // a published measurement to compare with (configs/validation/, `stepsim accuracy`)
   top.reject_unknown_keys();
+  if (problems.empty())
+    check_input_and_checkpoint(s, problems);
   if (problems.empty())
     check_shapes(s, model, problems);
   problems.throw_if_any();

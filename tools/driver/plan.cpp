@@ -9,6 +9,7 @@
 #include "tools/driver/process_pool.hpp"
 #include "topologies/preset.hpp"
 #include "workloads/models/transformer.hpp"
+#include "workloads/parallel/ulysses.hpp"
 #include "workloads/schedules/schedule.hpp"
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 #include <unistd.h>
 
 namespace stepsim {
@@ -66,6 +68,27 @@ std::vector<int> context_degrees(const Scenario& base, int gpus)
     return out;
   for (int c = 2; gpus % c == 0 && seq % (2LL * c) == 0 && seq / (2LL * c) >= kMinContextChunk; c *= 2)
     out.push_back(c);
+  return out;
+}
+
+// How attention may run over c context ranks at tensor degree t (parallelism.context_attention):
+// ring attention always; Ulysses where the heads and the K/V heads per tensor rank divide by c
+// (sim/input/context_parse.hpp), else USP with the largest all-to-all group they divide by and the
+// ring across the groups. {"ring", 1} alone without context parallelism.
+std::vector<std::pair<std::string, int>> context_attentions(const ModelSpec& m, int t, int c)
+{
+  std::vector<std::pair<std::string, int>> out = {{"ring", 1}};
+  const int groups = m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads;
+  if (c == 1 || m.num_attention_heads % t != 0 || groups % t != 0)
+    return out;
+  int widest = 1;
+  for (int u : divisors(c))
+    if ((m.num_attention_heads / t) % u == 0 && (groups / t) % u == 0)
+      widest = u;
+  if (widest == c)
+    out.emplace_back("ulysses", c);
+  else if (widest > 1)
+    out.emplace_back("usp", widest);
   return out;
 }
 
@@ -122,7 +145,12 @@ std::vector<nlohmann::json> enumerate(const Scenario& base, int gpus, const Plan
   for (int t : divisors(per_node)) {
     if (gpus % t != 0)
       continue;
-    for (int c : context_degrees(base, gpus / t)) {
+    // Each context degree with every way attention may run over it.
+    std::vector<std::tuple<int, std::string, int>> contexts;
+    for (int c : context_degrees(base, gpus / t))
+      for (const auto& [attention, ulysses] : context_attentions(m, t, c))
+        contexts.emplace_back(c, attention, ulysses);
+    for (const auto& [c, attention, ulysses] : contexts) {
       for (int p : divisors(gpus / (t * c))) {
         if (p > layers)
           break;
@@ -149,6 +177,10 @@ std::vector<nlohmann::json> enumerate(const Scenario& base, int gpus, const Plan
                                             {"parallelism.zero_stage", zero},
                                             {"training.micro_batch_size", mb},
                                             {"training.recompute", recompute}};
+                  if (attention != "ring") // ring attention, the default, is left out as before
+                    setting["parallelism.context_attention"] = attention;
+                  if (attention == "usp")
+                    setting["parallelism.ulysses_degree"] = ulysses;
                   if (mixed && p > 1 && v == 1)
                     setting["parallelism.stage_layers"] = "auto";
                   else if (layers % (p * v) != 0)
@@ -214,8 +246,21 @@ double estimate_step_seconds(const Scenario& s, const JobPlan& job)
     }
     // Ring attention runs its core once per block of the ring: context times the one block the
     // attention works hold (causal blocks off the diagonal are whole, half of them skipped).
-    if (par.context > 1)
-      layer += (par.context - 1) * (sec(k.attention_parts.core_forward) + sec(k.attention_parts.core_backward));
+    // Ulysses runs one core over the whole sequence (ring of 1), USP one per rank of its ring.
+    const int ring = ring_degree(par);
+    if (ring > 1)
+      layer += (ring - 1) * (sec(k.attention_parts.core_forward) + sec(k.attention_parts.core_backward));
+    // Ulysses' all-to-alls, which the attention waits for: (u−1)/u of each buffer leaves a rank,
+    // in node when the tensor × Ulysses ranks fit one (the default rank order puts context next
+    // to tensor), forward, backward and a full recompute's forward again.
+    if (par.ulysses_degree > 1) {
+      const int u          = par.ulysses_degree;
+      const bool in_node   = 1LL * par.tensor * u <= node.gpus_per_node;
+      const double Bps     = in_node ? node.intra_node.bandwidth_Bps : node.nic.bandwidth_Bps;
+      const double latency = in_node ? node.intra_node.latency_s : node.nic.latency_s;
+      const double passes  = s.training.recompute == "full" ? 3 : 2;
+      layer += passes * ((u - 1.0) / u * ulysses_forward_buffer_bytes_per_layer(s) / Bps + 4.0 * (u - 1) * latency);
+    }
     layer += blocks * ring_all_reduce_s(activation_bytes(s), par.tensor, node.intra_node.bandwidth_Bps,
                                         node.intra_node.latency_s);
     double t = s.layers_on_stage(stage) * layer;
@@ -273,7 +318,7 @@ PlanResult plan(const nlohmann::json& base_doc, const std::string& base_dir, con
   // A hand-made layer split and a stage placement belong to one pipeline size; the candidates set
   // every degree, and the scenario's rank order places their stages on the groups in turn.
   if (base.contains("parallelism") && base["parallelism"].is_object())
-    for (const char* key : {"stage_layers", "context", "expert"})
+    for (const char* key : {"stage_layers", "context", "context_attention", "ulysses_degree", "expert"})
       base["parallelism"].erase(key);
   if (base.contains("platform") && base["platform"].is_object())
     base["platform"].erase("placement");

@@ -1,5 +1,6 @@
 // The planner: for a model, a platform and a global batch, every parallel configuration a
-// Megatron-style job could run (tensor, context, expert, pipeline and data degrees, virtual
+// Megatron-style job could run (tensor, context (ring attention, and Ulysses or USP where the heads
+// divide), expert, pipeline and data degrees, virtual
 // stages, micro-batch size, every registered schedule, ZeRO stage, recompute), those that do not
 // divide or do not fit dropped, the rest ranked first by a closed-form estimate and then by
 // simulating the most promising ones. The platform may hold several node groups (mixed GPU
@@ -62,7 +63,8 @@ PlanResult plan(const nlohmann::json& base, const std::string& base_dir, const P
 nlohmann::json with_settings(const nlohmann::json& base, const nlohmann::json& settings);
 
 // Closed-form step time of a valid scenario: compute per micro-batch on each stage's device from
-// the cost model (context-parallel attention over its ring of blocks), tensor-parallel
+// the cost model (context-parallel attention over its ring of blocks, Ulysses' all-to-alls at the
+// link speed of its group), tensor-parallel
 // all-reduces at the stage's node link speed, the schedule's own textbook bubble, pipeline
 // activations and the data-parallel gradient reduction at the NIC speed.
 double estimate_step_seconds(const Scenario& s, const JobPlan& job);

@@ -10,6 +10,8 @@
 //                      "set": { "parallelism.schedule": "gpipe" },      (optional)
 //                      "tolerance": 0.05,                                (optional, per entry)
 //                      "expected_tokens_per_s": 124080 } ] }
+// A model without tokens (a CNN) is held by its samples per second instead:
+// "expected_samples_per_s".
 #include "sim/input/json_reader.hpp"
 #include "sim/simulate.hpp"
 #include "tools/stepsim/command.hpp"
@@ -37,7 +39,8 @@ struct Entry {
   std::string path;     // resolved against the baseline's folder
   nlohmann::json set = nlohmann::json::object();
   std::optional<double> tolerance; // the entry's own, if it has one
-  std::optional<double> expected_tokens_per_s;
+  std::optional<double> expected; // tokens/s, or samples/s when `samples`
+  bool samples = false;
   Scenario parsed;
 };
 
@@ -73,9 +76,15 @@ Baseline read_baseline(const CheckOptions& o)
     e.scenario = r.text("scenario");
     if (r.has("tolerance"))
       e.tolerance = tolerance_at(r, "tolerance", std::nullopt);
+    if (r.has("expected_tokens_per_s") && r.has("expected_samples_per_s"))
+      problems.add(r.path_of("expected_samples_per_s"),
+                   "expected one of expected_tokens_per_s and expected_samples_per_s, not both");
     if (r.has("expected_tokens_per_s"))
-      e.expected_tokens_per_s = r.number("expected_tokens_per_s", std::nullopt, 0, true);
-    else if (!o.update) // --update fills in new entries
+      e.expected = r.number("expected_tokens_per_s", std::nullopt, 0, true);
+    else if (r.has("expected_samples_per_s")) {
+      e.expected = r.number("expected_samples_per_s", std::nullopt, 0, true);
+      e.samples  = true;
+    } else if (!o.update) // --update fills in new entries
       problems.add(r.path_of("expected_tokens_per_s"),
                    fmt::format("required field is missing (expected a number); run `stepsim check {} --update` to "
                                "record the current prediction",
@@ -128,7 +137,7 @@ std::string label(const Entry& e)
 }
 
 // Deterministic: keys in a fixed order, numbers as to_json writes them.
-std::string baseline_text(const Baseline& b, const std::vector<double>& predicted)
+std::string baseline_text(const Baseline& b, const std::vector<double>& predicted, const std::vector<bool>& samples)
 {
   nlohmann::ordered_json out;
   if (!b.description.empty())
@@ -143,7 +152,7 @@ std::string baseline_text(const Baseline& b, const std::vector<double>& predicte
       item["set"] = e.set;
     if (e.tolerance)
       item["tolerance"] = *e.tolerance;
-    item["expected_tokens_per_s"] = predicted[i];
+    item[samples[i] ? "expected_samples_per_s" : "expected_tokens_per_s"] = predicted[i];
     out["scenarios"].push_back(item);
   }
   return out.dump(2) + "\n";
@@ -157,34 +166,40 @@ int check(const CheckOptions& o)
   Baseline b = read_baseline(o);
 
   std::vector<double> predicted(b.entries.size(), NAN);
+  std::vector<bool> in_samples(b.entries.size(), false); // what each prediction counts
   size_t width = 8;
   for (const auto& e : b.entries)
     width = std::max(width, label(e).size());
-  fmt::print("{:<{}}  {:>14}  {:>14}  {:>8}  {}\n", "scenario", width, "expected tok/s", "predicted", "change",
+  fmt::print("{:<{}}  {:>16}  {:>14}  {:>8}  {}\n", "scenario", width, "expected per s", "predicted", "change",
              "status");
   int regressions = 0, failures = 0, changed = 0;
-  Problems tokenless; // entries a tokens/s baseline cannot hold (a CNN has no tokens)
+  Problems mismatched; // entries whose figure is not the one the model gives
   for (size_t i = 0; i < b.entries.size(); ++i) {
     const Entry& e = b.entries[i];
-    std::string expected = e.expected_tokens_per_s ? fmt::format("{:.1f}", *e.expected_tokens_per_s) : "-";
+    std::string expected =
+        e.expected ? fmt::format("{:.1f} {}", *e.expected, e.samples ? "smp" : "tok") : std::string("-");
     try {
-      predicted[i] = simulate_isolated(e.parsed).tokens_per_s;
+      // Tokens per second; samples per second for a model without tokens (a CNN).
+      const Report r = simulate_isolated(e.parsed);
+      in_samples[i]  = !(r.tokens_per_s > 0);
+      predicted[i]   = in_samples[i] ? r.samples_per_s : r.tokens_per_s;
     } catch (const std::exception& error) {
       ++failures;
-      fmt::print("{:<{}}  {:>14}  {:>14}  {:>8}  FAILED: {}\n", label(e), width, expected, "-", "-", error.what());
+      fmt::print("{:<{}}  {:>16}  {:>14}  {:>8}  FAILED: {}\n", label(e), width, expected, "-", "-", error.what());
       continue;
     }
-    if (!(predicted[i] > 0)) {
-      tokenless.add(fmt::format("scenarios[{}].scenario", i),
-                    fmt::format("{} predicts {} tokens/s (a model without tokens, such as a CNN?); a baseline "
-                                "compares tokens/s, so it cannot hold this scenario",
-                                e.scenario, predicted[i]));
+    if (e.expected && e.samples != in_samples[i] && !o.update) {
+      mismatched.add(fmt::format("scenarios[{}].{}", i, e.samples ? "expected_samples_per_s" : "expected_tokens_per_s"),
+                     fmt::format("{} predicts {} per second, a figure of {}; expected {}", e.scenario,
+                                 in_samples[i] ? "samples" : "tokens",
+                                 in_samples[i] ? "a model without tokens" : "a model with tokens",
+                                 in_samples[i] ? "expected_samples_per_s" : "expected_tokens_per_s"));
       continue;
     }
     std::string change = "-", status = "new";
-    if (e.expected_tokens_per_s) {
+    if (e.expected) {
       const double tolerance = e.tolerance.value_or(b.tolerance);
-      const double delta     = predicted[i] / *e.expected_tokens_per_s - 1;
+      const double delta     = predicted[i] / *e.expected - 1;
       change                 = fmt::format("{:+.2f}%", 100 * delta);
       status                 = "ok";
       if (delta < -tolerance) {
@@ -197,17 +212,17 @@ int check(const CheckOptions& o)
     }
     if (o.update)
       status = "updated";
-    fmt::print("{:<{}}  {:>14}  {:>14.1f}  {:>8}  {}\n", label(e), width, expected, predicted[i], change, status);
+    fmt::print("{:<{}}  {:>16}  {:>14.1f}  {:>8}  {}\n", label(e), width, expected, predicted[i], change, status);
   }
 
-  tokenless.throw_if_any(); // before --update could write a baseline that refuses itself
+  mismatched.throw_if_any();
   if (failures > 0) {
     fmt::print("\n{} of {} scenarios failed to simulate{}\n", failures, b.entries.size(),
                o.update ? "; the baseline was not rewritten" : "");
     return 1;
   }
   if (o.update) {
-    write_text_file(o.file, baseline_text(b, predicted));
+    write_text_file(o.file, baseline_text(b, predicted, in_samples));
     fmt::print("\nwrote {} with {} predictions\n", o.file, b.entries.size());
     return 0;
   }

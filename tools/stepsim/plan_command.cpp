@@ -27,9 +27,22 @@ struct PlanCommandOptions {
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
+// The context degree and how attention runs over it: "4" ring attention, "4u" Ulysses, "8u2" USP
+// (Ulysses over 2 ranks, ring attention across 4 such groups).
+std::string context_degree(const nlohmann::json& s)
+{
+  const int c                 = s["parallelism.context"].get<int>();
+  const std::string attention = s.value("parallelism.context_attention", std::string("ring"));
+  if (attention == "ulysses")
+    return fmt::format("{}u", c);
+  if (attention == "usp")
+    return fmt::format("{}u{}", c, s["parallelism.ulysses_degree"].get<int>());
+  return std::to_string(c);
+}
+
 std::string degrees(const nlohmann::json& s)
 {
-  return fmt::format("t{} c{} e{} p{} d{}", s["parallelism.tensor"].get<int>(), s["parallelism.context"].get<int>(),
+  return fmt::format("t{} c{} e{} p{} d{}", s["parallelism.tensor"].get<int>(), context_degree(s),
                      s["parallelism.expert"].get<int>(), s["parallelism.pipeline"].get<int>(),
                      s["parallelism.data"].get<int>());
 }
@@ -89,12 +102,18 @@ int run_plan(PlanCommandOptions o)
   if (r.failed > 0)
     fmt::print("{} simulations failed; the first: {}\n\n", r.failed, r.first_failure);
   const bool priced = std::any_of(r.candidates.begin(), r.candidates.end(), [](const auto& c) { return c.cost_per_token > 0; });
-  fmt::print("{:>4} {:>3} {:>3} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11} {:>7} {:>6} {:>7} {:>9} {:>8}{}\n",
-             "rank", "t", "c", "e", "p", "d", "v", "mb", "schedule", "zero", "recompute", "tokens/s", "TFLOP/s", "MFU",
+  // The context column widens only for a USP label that needs it ("16u8").
+  size_t c_width = 3, listed = 0;
+  for (const auto& c : r.candidates)
+    if (c.simulated && listed++ < static_cast<size_t>(o.top))
+      c_width = std::max(c_width, context_degree(c.settings).size());
+  fmt::print("{:>4} {:>3} {:>{}} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11} {:>7} {:>6} {:>7} {:>9} {:>8}{}\n",
+             "rank", "t", "c", c_width, "e", "p", "d", "v", "mb", "schedule", "zero", "recompute", "tokens/s", "TFLOP/s", "MFU",
              "bubble", "mem GiB", "J/token", priced ? fmt::format(" {:>10}", "cost/Mtok") : "");
   nlohmann::json out = nlohmann::json::array();
   int shown          = 0;
   bool asynchronous  = false;
+  bool ulysses       = false; // a row whose context ranks run Ulysses' all-to-alls
   for (const auto& c : r.candidates) {
     if (!c.simulated || shown >= o.top)
       break;
@@ -102,9 +121,10 @@ int run_plan(PlanCommandOptions o)
     const std::string sc = s["parallelism.schedule"].get<std::string>();
     const bool flushes   = ScheduleRegistry::get(sc, "parallelism.schedule").flushes;
     asynchronous         = asynchronous || !flushes;
-    fmt::print("{:>4} {:>3} {:>3} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11.0f} {:>7.1f} {:>5.1f}% {:>6.1f}% "
+    ulysses              = ulysses || s.contains("parallelism.context_attention");
+    fmt::print("{:>4} {:>3} {:>{}} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11.0f} {:>7.1f} {:>5.1f}% {:>6.1f}% "
                "{:>9.2f} {:>8.3f}{}\n",
-               ++shown, s["parallelism.tensor"].get<int>(), s["parallelism.context"].get<int>(),
+               ++shown, s["parallelism.tensor"].get<int>(), context_degree(s), c_width,
                s["parallelism.expert"].get<int>(), s["parallelism.pipeline"].get<int>(),
                s["parallelism.data"].get<int>(), s["parallelism.virtual_stages"].get<int>(),
                s["training.micro_batch_size"].get<int>(), flushes ? sc : sc + "*",
@@ -119,6 +139,9 @@ int run_plan(PlanCommandOptions o)
   }
   if (asynchronous)
     fmt::print("\n* no flush between steps: weights are updated asynchronously (PipeDream), not as the others do\n");
+  if (ulysses)
+    fmt::print("\nc: context ranks; 4 = ring attention, 4u = Ulysses all-to-alls over all 4, 8u2 = USP (Ulysses over 2, "
+               "ring attention across 4)\n");
   if (!o.json_out.empty())
     write_text_file(o.json_out, out.dump(2) + "\n");
   if (!o.write_best.empty() && shown > 0) {

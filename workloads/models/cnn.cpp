@@ -399,6 +399,14 @@ double LayerWalkKind::stage_parameters(const Scenario& s, int stage) const
   return psi;
 }
 
+ParameterCounts LayerWalkKind::parameter_counts(const Scenario& s) const
+{
+  double total = 0;
+  for (const auto& l : cnn_layers_of(s)) // a layer list's parameter_bytes at the training precision
+    total += l.parameters;
+  return {total, total};
+}
+
 ModelFootprint LayerWalkKind::footprint(const Scenario& s, int stage, int micro_batches_in_flight) const
 {
   const double e    = element_bytes(s.training.precision) == 4 ? 4 : 2;
@@ -479,6 +487,9 @@ public:
     return (s.training.recompute == "full" ? 4.0 : 3.0) * double(s.training.global_batch_size) *
            cnn_forward_flops_per_sample(s.model);
   }
+
+  // torchvision's ToTensor hands the GPU float32 images, 3 channels of image_size² pixels.
+  double loaded_bytes_per_sample(const Scenario& s) const override { return input_bytes_per_sample(s.model, 4.0); }
 
 protected:
   double input_bytes_per_sample(const ModelSpec& m, double e) const override

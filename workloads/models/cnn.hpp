@@ -50,6 +50,8 @@ class LayerWalkKind : public ModelKind {
 public:
   void check(const Scenario& s, Problems& problems) const override;
   double stage_parameters(const Scenario& s, int stage) const override;
+  // Every layer's weights and biases once, all of them active (no layer is skipped for a sample).
+  ParameterCounts parameter_counts(const Scenario& s) const override;
   ModelFootprint footprint(const Scenario& s, int stage, int micro_batches_in_flight) const override;
   int reported_layers(const Scenario&, int) const override { return 0; } // modules, not transformer layers
   ModelPlan plan(const Scenario& s, std::vector<Work>& works) const override;

@@ -429,6 +429,15 @@ public:
     return params;
   }
 
+  // Every trained weight once (the fixed sin-cos positional tables are none); a dense model, so
+  // every token goes through all of them.
+  ParameterCounts parameter_counts(const Scenario& s) const override
+  {
+    const DitShape d   = dit_shape(s.model);
+    const double total = embedder_parameters(d) + s.model.num_layers * block_parameters(d, 1) + final_layer_parameters(d);
+    return {total, total};
+  }
+
   ModelFootprint footprint(const Scenario& s, int stage, int micro_batches_in_flight) const override
   {
     const DitShape d = dit_shape(s.model);

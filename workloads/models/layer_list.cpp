@@ -307,6 +307,7 @@ public:
 
 protected:
   double input_bytes_per_sample(const ModelSpec& m, double) const override { return m.input_bytes; }
+  double loaded_bytes_per_sample(const Scenario& s) const override { return s.model.input_bytes; }
 };
 
 const bool registered = ModelKindRegistry::add(

@@ -28,6 +28,13 @@
 namespace stepsim {
 
 
+// The whole model's parameters (no parallelism: each weight once), and those one token goes
+// through in a step (a mixture of experts' top_k routed experts of its num_experts; a dense model's
+// all). Each kind states what it counts beside its implementation.
+struct ParameterCounts {
+  double total = 0, active = 0;
+};
+
 class ModelKind {
 public:
   virtual ~ModelKind() = default;
@@ -43,8 +50,14 @@ public:
   virtual ModelFootprint footprint(const Scenario& s, int stage, int micro_batches_in_flight) const = 0;
   // The report's layer count per stage: 0 for kinds whose layers are modules, not blocks.
   virtual int reported_layers(const Scenario& s, int stage) const = 0;
+  // The report's `parameters` and `active_parameters`.
+  virtual ParameterCounts parameter_counts(const Scenario& s) const = 0;
   // The blocks to lower, with their works added to `works`.
   virtual ModelPlan plan(const Scenario& s, std::vector<Work>& works) const = 0;
+  // Bytes of one sample as the data loader hands it to the GPU (training.input.device_bytes when
+  // not given): by default a language model's token ids and labels, int64 each (Megatron's
+  // get_batch, megatron/training/utils.py, copies both to the GPU).
+  virtual double loaded_bytes_per_sample(const Scenario& s) const { return 2.0 * 8.0 * s.model.seq_length; }
 };
 
 using ModelKindRegistry = Registry<std::shared_ptr<const ModelKind>>;

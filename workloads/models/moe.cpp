@@ -24,12 +24,36 @@ int expert_ffn_hidden_size(const ModelSpec& m)
   return m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : m.ffn_hidden_size;
 }
 
-double expert_parameters_per_rank(const ModelSpec& m, int tensor, int expert)
+double routed_expert_parameters(const ModelSpec& m)
 {
   const double h      = m.hidden_size;
   const double ffn    = expert_ffn_hidden_size(m);
   const double biases = m.norm == "layernorm" ? ffn + h : 0;
-  return double(m.num_experts) / expert * (mlp_matrices(m) * h * ffn + biases) / tensor;
+  return mlp_matrices(m) * h * ffn + biases;
+}
+
+double expert_parameters_per_rank(const ModelSpec& m, int tensor, int expert)
+{
+  return double(m.num_experts) / expert * routed_expert_parameters(m) / tensor;
+}
+
+double shared_experts_ffn_hidden_size(const ModelSpec& m)
+{
+  if (!has_shared_experts(m))
+    return 0;
+  const int each = m.moe_shared_expert_ffn_hidden_size > 0 ? m.moe_shared_expert_ffn_hidden_size
+                                                           : expert_ffn_hidden_size(m);
+  return double(m.moe_shared_experts) * each;
+}
+
+double shared_expert_parameters_per_rank(const ModelSpec& m, int tensor)
+{
+  if (!has_shared_experts(m))
+    return 0;
+  const double h      = m.hidden_size;
+  const double ffn    = shared_experts_ffn_hidden_size(m);
+  const double biases = m.norm == "layernorm" ? ffn + h : 0;
+  return (mlp_matrices(m) * h * ffn + biases) / tensor + (m.moe_shared_expert_gate ? h : 0);
 }
 
 double router_parameters(const ModelSpec& m) { return double(m.hidden_size) * m.num_experts; }
@@ -68,7 +92,18 @@ double moe_activation_delta_bytes(const Scenario& s)
   const double ffn    = expert_ffn_hidden_size(m) / t;
   const double fc1    = ffn * (m.mlp == "swiglu" ? 2 : 1);
   const double experts = copies * e * (h + fc1 + ffn) + sb * h / (sp ? t : 1) * (e + 1); // + router input, mask
-  return experts - dense;
+  // The shared experts keep what a dense MLP of their width keeps (transformer_kind.cpp,
+  // mlp_activation_terms, at e bytes an element and without a dropout mask): fc1's input (a 1/t
+  // shard under sequence parallelism, which Megatron gathers again for the weight gradient), the
+  // activation's inputs and fc2's input, 1/t of the width each; with the gate, the shared output
+  // it scales (sigmoid(g)·y needs y for g's gradient), in sequence shards.
+  double shared = 0;
+  if (has_shared_experts(m)) {
+    const double width = shared_experts_ffn_hidden_size(m) / t;
+    shared = sb * e * (h / (sp ? t : 1) + width * (m.mlp == "swiglu" ? 2 : 1) + width) +
+             (m.moe_shared_expert_gate ? sb * h / (sp ? t : 1) * e : 0);
+  }
+  return experts + shared - dense;
 }
 
 MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
@@ -122,16 +157,59 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
                                          memory_kernel("post_attention_norm_bwd", tokens * h * 4 * e)};
   const std::vector<Kernel> router_bw = {gemm("router_wgrad", h, experts, tokens, e)};
 
+  // The shared experts (moe.hpp): a dense MLP of their summed width over all the rank's tokens
+  // (b·s/cp, gathered over tensor like the dense MLP's input), its width split over tensor; the gate
+  // a GEMV over the rank's 1/t of the tokens (its sequence shard), whose sigmoid scales the shared
+  // output before it is added to the routed experts' (in the combine). Backward as the dense MLP's.
+  const bool shared       = has_shared_experts(m);
+  const bool gate         = shared && m.moe_shared_expert_gate;
+  const double all_tokens = tokens * t;                  // the rank's tokens, gathered over tensor
+  const double s_ffn      = shared_experts_ffn_hidden_size(m) / t;
+  const double s_fc1_n    = s_ffn * (m.mlp == "swiglu" ? 2 : 1);
+  std::vector<Kernel> shared_f, shared_bi, shared_bw;
+  if (shared) {
+    if (gate)
+      shared_f.push_back(gemm("shared_expert_gate", tokens, 1, h, e));
+    shared_f.push_back(gemm("shared_expert_fc1", all_tokens, s_fc1_n, h, e));
+    shared_f.push_back(memory_kernel(m.mlp == "swiglu" ? "shared_expert_swiglu" : "shared_expert_gelu",
+                                     all_tokens * s_ffn * act * e));
+    shared_f.push_back(gemm("shared_expert_fc2", all_tokens, h, s_ffn, e));
+    shared_bi = {gemm("shared_expert_fc2_dgrad", all_tokens, s_ffn, h, e),
+                 memory_kernel("shared_expert_activation_bwd", all_tokens * s_ffn * (act + 1) * e),
+                 gemm("shared_expert_fc1_dgrad", all_tokens, h, s_fc1_n, e)};
+    shared_bw = {gemm("shared_expert_fc2_wgrad", s_ffn, h, all_tokens, e),
+                 gemm("shared_expert_fc1_wgrad", h, s_fc1_n, all_tokens, e)};
+    if (gate) {
+      shared_bi.push_back(gemm("shared_expert_gate_dgrad", tokens, h, 1, e));
+      shared_bw.push_back(gemm("shared_expert_gate_wgrad", h, 1, tokens, e));
+    }
+  }
+  // With the gate, Megatron scales the shared output (read, write) before the add (read two,
+  // write one); backward, the scaling's gradient reads the output gradient, the shared output and
+  // the score and writes the shared output's gradient (the add's gradient is the output's own).
+  std::vector<Kernel> combine_f_all = combine_f, combine_b_all;
+  if (shared)
+    combine_f_all.push_back(memory_kernel(gate ? "shared_expert_gate_add" : "shared_expert_add",
+                                          tokens * h * (gate ? 5 : 3) * e));
+  combine_b_all = combine_b;
+  if (gate)
+    combine_b_all.insert(combine_b_all.begin() + 1, memory_kernel("shared_expert_gate_bwd", tokens * h * 3 * e));
+
   MoeWorks w{};
   w.router_forward         = add("moe_router_forward", router_f);
   w.experts_forward        = add("moe_experts_forward", experts_f);
-  w.combine_forward        = add("moe_combine_forward", combine_f);
-  w.combine_backward       = add("moe_combine_backward", combine_b);
+  w.combine_forward        = add("moe_combine_forward", combine_f_all);
+  w.combine_backward       = add("moe_combine_backward", combine_b_all);
   w.experts_backward       = add("moe_experts_backward", joined(experts_bi, experts_bw));
   w.experts_backward_input = add("moe_experts_backward_input", experts_bi);
   w.router_backward        = add("moe_router_backward", joined(router_bi, router_bw));
   w.router_backward_input  = add("moe_router_backward_input", router_bi);
-  w.weight_backward        = add("moe_backward_weight", joined(experts_bw, router_bw));
+  w.weight_backward        = add("moe_backward_weight", joined(joined(experts_bw, router_bw), shared_bw));
+  if (shared) {
+    w.shared_forward        = add("moe_shared_experts_forward", shared_f);
+    w.shared_backward       = add("moe_shared_experts_backward", joined(shared_bi, shared_bw));
+    w.shared_backward_input = add("moe_shared_experts_backward_input", shared_bi);
+  }
   return w;
 }
 
@@ -158,6 +236,24 @@ TaskId from_experts(const MoeBlock& b, BlockTasks& tasks, TaskId after)
   return after;
 }
 
+// The shared experts' pass between the dense tensor group's collectives, as block() lowers the
+// dense MLP (workloads/lower.cpp): under sequence parallelism (which a MoE model needs with tensor
+// > 1) an all-gather of the input (forward) or of the output gradient (backward) before, a
+// reduce-scatter after.
+TaskId shared_experts(const MoeBlock& b, BlockTasks& tasks, int work, TaskId after)
+{
+  if (work < 0)
+    return after;
+  if (b.shared_tensor_group >= 0)
+    after = tasks.collective(Stream::Tensor, CollectiveOp::AllGather, b.shared_tensor_group, b.shared_gather_bytes,
+                             after);
+  after = tasks.compute(work, after);
+  if (b.shared_tensor_group >= 0)
+    after = tasks.collective(Stream::Tensor, CollectiveOp::ReduceScatter, b.shared_tensor_group,
+                             b.shared_gather_bytes, after);
+  return after;
+}
+
 } // namespace
 
 TaskId moe_forward(const MoeBlock& b, BlockTasks& tasks, TaskId after)
@@ -166,12 +262,14 @@ TaskId moe_forward(const MoeBlock& b, BlockTasks& tasks, TaskId after)
   after = to_experts(b, tasks, after);
   after = tasks.compute(b.works.experts_forward, after);
   after = from_experts(b, tasks, after);
+  after = shared_experts(b, tasks, b.works.shared_forward, after);
   return tasks.compute(b.works.combine_forward, after);
 }
 
 TaskId moe_backward(const MoeBlock& b, BlockTasks& tasks, TaskId after, bool split)
 {
   after = tasks.compute(b.works.combine_backward, after);
+  after = shared_experts(b, tasks, split ? b.works.shared_backward_input : b.works.shared_backward, after);
   after = to_experts(b, tasks, after);
   after = tasks.compute(split ? b.works.experts_backward_input : b.works.experts_backward, after);
   after = from_experts(b, tasks, after);

@@ -40,10 +40,34 @@ double tokens_per_local_expert(const Scenario& s);
 // sends (expert−1)/expert of it.
 double moe_all_to_all_bytes(const Scenario& s);
 
+// Shared experts, as HuggingFace's Qwen2MoeSparseMoeBlock (models/qwen2_moe/modeling_qwen2_moe.py:
+// `shared_expert`, a Qwen2MoeMLP of shared_expert_intermediate_size that every token goes through,
+// its output scaled by `F.sigmoid(self.shared_expert_gate(hidden_states))`, a Linear(hidden, 1)
+// without bias, and added to the routed experts' output) and DeepSeek-MoE (n_shared_experts
+// experts of moe_intermediate_size, run as one MLP of their summed width) define them; Megatron-core
+// runs them as SharedExpertMLP (megatron/core/transformer/moe/shared_experts.py): one dense MLP of
+// moe_shared_expert_intermediate_size (the summed width), column- and row-parallel over the tensor
+// group like the dense MLP (an all-gather of the layer's input before fc1 and a reduce-scatter of
+// fc2's output under sequence parallelism), its optional gate_weight (1 × hidden) whole on every
+// tensor rank, computed after the routed experts' combine (MoELayer.forward; the
+// --moe-shared-expert-overlap that hides it behind the dispatch is not modelled). Their parameters
+// are dense ones: replicated over the expert-parallel group, reduced over all data × context ranks.
+inline bool has_shared_experts(const ModelSpec& m) { return is_moe(m) && m.moe_shared_experts > 0; }
+// The shared experts' FFN width together: moe_shared_experts × each one's width
+// (moe_shared_expert_ffn_hidden_size, else the routed experts'); 0 without shared experts.
+double shared_experts_ffn_hidden_size(const ModelSpec& m);
+// Parameters of one MoE layer's shared experts on one tensor rank: their FFN split over tensor (with
+// biases for layernorm-style models, as the dense MLP's), the gate whole.
+double shared_expert_parameters_per_rank(const ModelSpec& m, int tensor);
+// Parameters of one routed expert (its whole FFN, no parallelism).
+double routed_expert_parameters(const ModelSpec& m);
+
 // Activation bytes one MoE layer keeps per micro-batch beyond what the dense MLP formula of
 // Korthikanti et al. counts (negative when the experts keep less): the permuted token copies (all
 // gathered over tensor), the experts' FFN input, intermediate and activation output, in place of
-// the dense MLP's; 0 for a dense model.
+// the dense MLP's, and the shared experts' fc1 input, activation input and fc2 input as the dense
+// MLP's terms count them at their width (with the gate, the shared output it scales); 0 for a dense
+// model.
 double moe_activation_delta_bytes(const Scenario& s);
 
 struct MoeWorks {
@@ -51,6 +75,9 @@ struct MoeWorks {
   int combine_backward, router_backward;                // input gradients (+ the router's weight gradient)
   int experts_backward, experts_backward_input;         // with / without the experts' weight gradients
   int router_backward_input, weight_backward;           // split backward: input part, weight part
+  // The shared experts (-1 without them): forward, backward (input and weight gradients) and
+  // backward without the weight gradients, which weight_backward then holds.
+  int shared_forward = -1, shared_backward = -1, shared_backward_input = -1;
 };
 MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works);
 
@@ -61,9 +88,13 @@ struct MoeBlock {
   int expert_group   = -1; // Workload::groups index: the all-to-all group
   int tensor_group   = -1;
   double all_to_all_bytes = 0; // moe_all_to_all_bytes
+  // The shared experts' tensor collectives: the dense tensor group (-1 = tensor 1) and the bytes of
+  // the gathered activation (micro-batch × sequence/context × hidden).
+  int shared_tensor_group    = -1;
+  double shared_gather_bytes = 0;
 };
 
-// Forward (also the full recompute): router, dispatch, experts, combine.
+// Forward (also the full recompute): router, dispatch, experts, return, shared experts, combine.
 TaskId moe_forward(const MoeBlock& b, BlockTasks& tasks, TaskId after);
 // Backward: the mirror; `split` leaves the weight gradients to works.weight_backward (ZB-H1).
 TaskId moe_backward(const MoeBlock& b, BlockTasks& tasks, TaskId after, bool split);

@@ -60,8 +60,12 @@ Kernel elementwise(const char* name, double tokens, double width, double tensors
 
 void attention_core(const Scenario& s, const Shape& x, bool backward, std::vector<Kernel>& out)
 {
-  double bh  = s.training.micro_batch_size * x.heads / x.t;
-  double seq = double(s.model.seq_length) / s.parallelism.context;
+  // Ulysses' all-to-alls give each rank 1/ulysses_degree of its heads over the sequence of its
+  // ring (workloads/parallel/ulysses.hpp); ring attention (ulysses_degree 1) keeps the heads and
+  // runs one (s/cp)² block per step.
+  const int ulysses = s.parallelism.ulysses_degree;
+  double bh         = s.training.micro_batch_size * x.heads / x.t / ulysses;
+  double seq        = double(s.model.seq_length) / (s.parallelism.context / ulysses);
   if (s.training.attention == "flash") {
     out.push_back(attention_kernel(backward ? "flash_attention_bwd" : "flash_attention_fwd", bh, seq, x.head_dim,
                                    true, backward, x.e));
@@ -97,7 +101,9 @@ double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert)
   double mlp  = moe ? 0 : mlp_matrices(m) * h * m.ffn_hidden_size;
   double biases = m.norm == "layernorm" ? (h + 2 * kv_hidden(m)) + h + (moe ? 0 : m.ffn_hidden_size + h) : 0;
   double norms  = m.norm == "layernorm" ? 4 * h : 2 * h;
-  double experts = moe ? expert_parameters_per_rank(m, tensor, expert) + router_parameters(m) : 0;
+  double experts = moe ? expert_parameters_per_rank(m, tensor, expert) + router_parameters(m) +
+                             shared_expert_parameters_per_rank(m, tensor)
+                       : 0;
   return (qkv + proj + mlp + biases) / tensor + norms + experts;
 }
 

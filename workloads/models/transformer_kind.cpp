@@ -50,7 +50,10 @@ double layer_activation_bytes(const Scenario& s)
   // The 5as/h term is the attention scores and their dropout mask; selective recompute and fused
   // (flash) attention do not keep them.
   const bool keeps_scores = s.training.recompute == "none" && s.training.attention == "standard";
-  const double scores     = keeps_scores ? 5 * a * sq / h : 0;
+  // Ulysses (workloads/parallel/ulysses.hpp) scores heads/(t·u) heads over the ring's s/r tokens,
+  // 5·b·(a/(t·u))·(s/r)² bytes: u times the ring's one (s/cp)² block of all a/t heads (cp = u·r).
+  const int ulysses       = s.parallelism.ulysses_degree;
+  const double scores     = keeps_scores ? 5 * a * sq / h * ulysses : 0;
   const double experts    = moe_activation_delta_bytes(s); // a MoE layer's experts instead of its MLP
   // Attention: the two norms' inputs, QKV's input and the dropout mask whole; Q, K and V (K and
   // V of the query groups only), and the output projection's input, sharded.
@@ -58,7 +61,13 @@ double layer_activation_bytes(const Scenario& s)
   const double mask      = m.dropout > 0 ? 1 : 0;
   const LayerTerms mlp   = mlp_activation_terms(m);
   const double whole     = 4 + 2 + mask + mlp.whole;
-  const double sharded   = 2 + 2 * kv + 2 * kv + 2 + mlp.sharded;
+  // Ulysses keeps Q, K and V as the attention holds them (head shards of the whole sequence: the
+  // same bytes), but its output twice: the fused attention saves it in head shards for its
+  // backward (flash-attn's forward saves q, k, v, out), and the output projection its input, the
+  // all-to-all's result in sequence shards (deepspeed/sequence/layer.py: the output's
+  // _SeqAllToAll saves nothing of its own). Selective recompute keeps neither of the core's.
+  const bool second_output = ulysses > 1 && s.training.recompute == "none" && s.training.attention == "flash";
+  const double sharded     = 2 + 2 * kv + 2 * kv + 2 + (second_output ? 2 : 0) + mlp.sharded;
   if (sp)
     return sbh / t * (whole + sharded + scores) + experts;
   return sbh * (whole + sharded / t + scores / t) + experts;
@@ -89,6 +98,10 @@ double forward_flops_per_token(const ModelSpec& m, double seq, double expert_sha
   double mlp    = is_moe(m) ? (m.mlp == "swiglu" ? 3.0 : 2.0) * h * expert_ffn_hidden_size(m) * m.moe_top_k *
                                   expert_share
                             : (m.mlp == "swiglu" ? 3.0 : 2.0) * h * m.ffn_hidden_size;
+  // Shared experts run on every token, capacity or not; their gate, like the router, is not
+  // counted (Megatron's num_floating_point_operations, megatron/training/training.py: "# Shared
+  // Experts." adds moe_shared_expert_intermediate_size × the gated-linear multiplier per MoE layer).
+  mlp += (m.mlp == "swiglu" ? 3.0 : 2.0) * h * shared_experts_ffn_hidden_size(m);
   double layer  = 2.0 * (h * (h + 2 * kv) + h * h + mlp) + 4.0 * seq * h;
   return m.num_layers * layer + 2.0 * h * m.vocab_size;
 }
@@ -139,6 +152,11 @@ public:
   m.moe_ffn_hidden_size =
       static_cast<int>(r.integer("moe_ffn_hidden_size", m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : m.ffn_hidden_size,
                                  1, 4 * kMaxWidth));
+  // Shared experts (workloads/models/moe.hpp); 0 for the width reads as the routed experts'.
+  m.moe_shared_experts = static_cast<int>(r.integer("moe_shared_experts", m.moe_shared_experts, 0, kMaxExperts));
+  m.moe_shared_expert_ffn_hidden_size = static_cast<int>(
+      r.integer("moe_shared_expert_ffn_hidden_size", m.moe_shared_expert_ffn_hidden_size, 1, 4 * kMaxWidth));
+  m.moe_shared_expert_gate = r.boolean("moe_shared_expert_gate", m.moe_shared_expert_gate);
   r.reject_unknown_keys();
   if (imported && !import_failed) { // values the import read did not pass through the bounds above
     const std::pair<const char*, std::pair<long long, long long>> fields[] = {
@@ -146,7 +164,10 @@ public:
         {"num_attention_heads", {m.num_attention_heads, kMaxWidth}}, {"seq_length", {m.seq_length, kMaxTokens}},
         {"vocab_size", {m.vocab_size, kMaxTokens}},       {"ffn_hidden_size", {m.ffn_hidden_size, 4 * kMaxWidth}},
         {"num_query_groups", {m.num_query_groups, kMaxWidth}}, {"num_experts", {m.num_experts, kMaxExperts}},
-        {"moe_top_k", {m.moe_top_k, kMaxExperts}}};
+        {"moe_top_k", {m.moe_top_k, kMaxExperts}},
+        {"moe_ffn_hidden_size", {m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : 1, 4 * kMaxWidth}},
+        {"moe_shared_expert_ffn_hidden_size",
+         {m.moe_shared_expert_ffn_hidden_size > 0 ? m.moe_shared_expert_ffn_hidden_size : 1, 4 * kMaxWidth}}};
     for (const auto& [name, bounds] : fields)
       if (bounds.first < (std::string(name) == "num_experts" ? 0 : 1) || bounds.first > bounds.second)
         r.problems().add(r.path_of("hf_config"), fmt::format("{} {} from the HuggingFace config is outside [1, {}]",
@@ -163,9 +184,14 @@ public:
     r.problems().add(r.path_of("num_query_groups"), fmt::format("num_attention_heads {} is not divisible by {}",
                                                                  m.num_attention_heads, m.num_query_groups));
   // Expert fields mean nothing to a dense model: a scenario that gives them meant a MoE.
-  for (const char* key : {"moe_top_k", "moe_capacity_factor", "moe_ffn_hidden_size"})
+  for (const char* key : {"moe_top_k", "moe_capacity_factor", "moe_ffn_hidden_size", "moe_shared_experts",
+                          "moe_shared_expert_ffn_hidden_size", "moe_shared_expert_gate"})
     if (m.num_experts == 0 && r.has(key))
       r.problems().add(r.path_of(key), "needs a mixture-of-experts model: model.num_experts is 0");
+  // A shared expert's width or gate without shared experts would be read and then ignored.
+  for (const char* key : {"moe_shared_expert_ffn_hidden_size", "moe_shared_expert_gate"})
+    if (m.num_experts > 0 && m.moe_shared_experts == 0 && r.has(key))
+      r.problems().add(r.path_of(key), "needs shared experts: model.moe_shared_experts is 0");
   if (m.num_experts > 0 && m.moe_top_k > m.num_experts)
     r.problems().add(r.path_of("moe_top_k"), fmt::format("{} is more than num_experts {}", m.moe_top_k, m.num_experts));
   else if (m.num_experts > 0 && m.moe_capacity_factor * m.moe_top_k > m.num_experts)
@@ -252,6 +278,24 @@ public:
 
   int reported_layers(const Scenario& s, int stage) const override { return s.layers_on_stage(stage); }
 
+  // Active: what one token's forward reads, by the convention model cards count it: the attention,
+  // the norms, the router, the shared experts (with their gate) and top_k of the num_experts routed
+  // experts of every layer, and the embeddings and the output layer (the word embedding once when
+  // tied), though a token reads one row of the embedding. Qwen names its model by it:
+  // Qwen1.5-MoE-A2.7B (huggingface.co/Qwen/Qwen1.5-MoE-A2.7B, README.md: "14.3B parameters in total
+  // and 2.7B activated parameters") counts 2.69 B this way and 2.07 B without the two 0.31 B
+  // vocabulary matrices (the blog's "2.0B non-embedding"); Mixtral 8x7B's 12.9 B active of 46.7 B
+  // (Mistral AI, "Mixtral of experts", 2023) is the same count (tests/test_shared_experts.cpp).
+  ParameterCounts parameter_counts(const Scenario& s) const override
+  {
+    const ModelSpec& m = s.model;
+    const double total = model_parameters(m);
+    const double idle  = is_moe(m) ? double(m.num_layers) * (m.num_experts - std::min(m.moe_top_k, m.num_experts)) *
+                                         routed_expert_parameters(m)
+                                   : 0;
+    return {total, total - idle};
+  }
+
   ModelPlan plan(const Scenario& s, std::vector<Work>& works) const override
   {
     ModelPlan out;
@@ -268,8 +312,9 @@ public:
     if (s.parallelism.context > 1) {
       out.ring.works                = t.attention_parts;
       out.attention_backward_weight = t.attention_backward_weight;
-      out.ring.context              = s.parallelism.context;
+      out.ring.context              = ring_degree(s.parallelism); // context / ulysses_degree
       out.ring.kv_bytes             = ring_kv_bytes(s);
+      out.ring.ulysses              = ulysses_exchange(s); // Ulysses' all-to-alls (degree 1: none)
       custom[t.attention_forward] = custom[t.attention_recompute] = BlockKind::RingForward;
       custom[t.attention_backward]       = BlockKind::RingBackward;
       custom[t.attention_backward_input] = BlockKind::RingBackwardInput;
@@ -280,6 +325,7 @@ public:
       out.moe.expert           = s.parallelism.expert;
       out.moe.tensor           = tensor;
       out.moe.all_to_all_bytes = moe_all_to_all_bytes(s);
+      out.moe.shared_gather_bytes = activation_bytes(s); // the shared experts' gathered input (moe.hpp)
       const MoeWorks& m        = out.moe.works;
       mlp = Block{m.router_forward, m.experts_backward, m.router_forward, m.experts_backward_input, m.weight_backward,
                   false, false};

@@ -24,7 +24,7 @@ double ring_kv_bytes(const Scenario& s)
 
 double ring_forward_bytes_per_layer(const Scenario& s)
 {
-  return (s.parallelism.context - 1) * ring_kv_bytes(s);
+  return (ring_degree(s.parallelism) - 1) * ring_kv_bytes(s);
 }
 
 double ring_backward_bytes_per_layer(const Scenario& s)
@@ -36,6 +36,7 @@ TaskId ring_attention_forward(const RingAttention& r, BlockTasks& tasks, TaskId 
 {
   constexpr TaskId none = ProgramBuilder::kNone;
   TaskId core  = tasks.compute(r.works.qkv_forward, after);
+  core         = ulysses_qkv_all_to_alls(r.ulysses, tasks, core); // Q, K, V to head shards
   TaskId block = core; // the K/V block the next step computes with is here
   TaskId sent  = none;
   for (int step = 0; step < r.context; ++step) {
@@ -52,6 +53,7 @@ TaskId ring_attention_forward(const RingAttention& r, BlockTasks& tasks, TaskId 
     block = received;
     sent  = send;
   }
+  core = ulysses_output_all_to_all(r.ulysses, tasks, core); // the output back to sequence shards
   return tasks.compute(r.works.out_forward, core);
 }
 
@@ -59,9 +61,12 @@ TaskId ring_attention_backward(const RingAttention& r, BlockTasks& tasks, TaskId
 {
   constexpr TaskId none = ProgramBuilder::kNone;
   TaskId core  = tasks.compute(r.works.out_backward, after);
+  core         = ulysses_output_all_to_all(r.ulysses, tasks, core); // dO to head shards
   TaskId block = core; // K/V (and, after the first step, the dK/dV so far) arrived
   TaskId sent  = none;
-  for (int step = 0; step < r.context; ++step) {
+  if (r.context == 1) // Ulysses alone: one core over the whole sequence, no ring
+    block = tasks.compute(r.works.core_backward, block);
+  for (int step = 0; r.context > 1 && step < r.context; ++step) {
     // What moves on: K/V for the next step and the dK/dV accumulated up to the previous step's
     // core; K/V alone at the first step, dK/dV alone at the last, which brings each rank's dK/dV
     // home.
@@ -77,6 +82,8 @@ TaskId ring_attention_backward(const RingAttention& r, BlockTasks& tasks, TaskId
     block = received;
     sent  = send;
   }
+  // dQ, dK, dV back to sequence shards; on the context stream, after the ring's last send.
+  block      = ulysses_qkv_all_to_alls(r.ulysses, tasks, block);
   TaskId qkv = tasks.compute(r.works.qkv_backward, block);
   tasks.depends(qkv, sent);
   return qkv;

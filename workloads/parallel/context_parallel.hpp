@@ -8,26 +8,35 @@
 // With the load-balanced split, every step's core is exactly half of a (s/cp)² block, so each is
 // costed as one causal (s/cp)² attention block. The gradients of context ranks are reduced with
 // the data-parallel ones (workloads/lower.cpp).
+//
+// Under Ulysses and USP (parallelism.context_attention, workloads/parallel/ulysses.hpp) the same
+// functions put the Q, K, V all-to-alls between the QKV projection and the ring, and the output's
+// between the ring and the output projection (backward: dO before the ring, dQ, dK, dV after it);
+// the ring then has context / ulysses_degree ranks (1 for Ulysses: one whole-sequence core, no
+// transfers), each holding b·(s/ring) tokens of heads/(t·ulysses) heads, so its K/V block has the
+// same bytes as ring attention's over all context ranks.
 #pragma once
 
 #include "sim/core/scenario.hpp"
 #include "workloads/block_tasks.hpp"
 #include "workloads/models/transformer.hpp"
+#include "workloads/parallel/ulysses.hpp"
 
 namespace stepsim {
 
 struct RingAttention {
   TransformerWorks::AttentionParts works;
-  int context     = 1;  // ring size
+  int context     = 1;  // ring size (context / ulysses_degree)
   int next        = -1; // global ranks of the ring neighbours
   int prev        = -1;
   double kv_bytes = 0;  // one K and V block of the ring (ring_kv_bytes)
+  UlyssesExchange ulysses; // the all-to-alls around the ring (degree 1: none)
 };
 
 // Bytes of one K and V block per rank: 2·b·(s/context)·kv_hidden/tensor elements.
 double ring_kv_bytes(const Scenario& s);
-// Bytes one rank sends around the ring per layer and micro-batch: forward 2(cp−1)·b·(s/cp)·kv/t·e,
-// backward twice that; 0 without context parallelism.
+// Bytes one rank sends around the ring per layer and micro-batch: forward 2(r−1)·b·(s/cp)·kv/t·e
+// for a ring of r ranks (r = cp for ring attention), backward twice that; 0 without a ring.
 double ring_forward_bytes_per_layer(const Scenario& s);
 double ring_backward_bytes_per_layer(const Scenario& s);
 

@@ -1,0 +1,17 @@
+// The road of a federated scenario (training.federated), taken by simulate() instead of the
+// step's road:
+//
+//   Scenario ──one-device step per client device (the step's own road, in a child process)──▶
+//   local compute per client ──replay_round (sim/engine/federated_round.hpp)──▶ Report::federated
+#pragma once
+
+#include "sim/core/report.hpp"
+#include "sim/core/scenario.hpp"
+
+namespace stepsim {
+
+// One round; the SimGrid engine of the round runs in this process (one call per process, as
+// simulate()).
+Report simulate_federated(const Scenario& s);
+
+} // namespace stepsim

@@ -347,12 +347,12 @@ std::string replay_in_child(const std::string& input)
   return result.dump();
 }
 
-} // namespace
-
 bool has_host_side(const Scenario& s)
 {
   return s.training.input.enabled || s.training.checkpoint.every_steps > 0;
 }
+
+} // namespace
 
 HostSideReplay::HostSideReplay(const Scenario& s)
 {
@@ -365,6 +365,7 @@ HostSideReplay::~HostSideReplay() = default;
 HostSide HostSideReplay::run(const Scenario& s, const JobPlan& job, const Workload& workload, const StepReplay& step)
 {
   HostSide out;
+  out.step_time_s = step.step_time_s;
   if (!child_)
     return out;
   nlohmann::json request;
@@ -382,7 +383,6 @@ HostSide HostSideReplay::run(const Scenario& s, const JobPlan& job, const Worklo
   child_.reset();
   if (answer.contains("error"))
     throw std::runtime_error(fmt::format("the host-side replay failed: {}", answer["error"].get<std::string>()));
-  out.step_time_s = step.step_time_s;
   if (answer.contains("input")) {
     InputReport r;
     r.step_without_input_s = step.step_time_s;

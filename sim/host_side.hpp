@@ -11,10 +11,8 @@ namespace stepsim {
 
 class DeferredChild;
 
-bool has_host_side(const Scenario& s);
-
 struct HostSide {
-  double step_time_s = 0; // the step with its input stall
+  double step_time_s = 0; // the step with its input stall (the replayed one without a loader)
   std::optional<InputReport> input;
   std::optional<CheckpointReport> checkpoint;
 };

@@ -1,9 +1,10 @@
 // The road of the design notes, as one function of stage calls (sim/stages.hpp), and the two
 // middle stages: costing the workload and replaying it on SimGrid.
 #include "sim/simulate.hpp"
-#include "sim/host_side.hpp"
 #include "sim/stages.hpp"
+
 #include "sim/federated.hpp"
+#include "sim/host_side.hpp"
 
 #include "models/compute/compute_model.hpp"
 #include "models/link_calibration.hpp"
@@ -162,7 +163,7 @@ Report simulate(const Scenario& given, Timeline* timeline, int link_count)
   StepReplay step                       = replay_step(s, job, workload, collectives, link_count);
   // The data loader may hold the step back; the report's figures follow the step it makes.
   const HostSide host = host_side.run(s, job, workload, step);
-  step.step_time_s    = has_host_side(s) ? host.step_time_s : step.step_time_s;
+  step.step_time_s    = host.step_time_s;
   if (timeline != nullptr) {
     *timeline               = build_timeline(workload, step.result);
     timeline->name          = s.name;

@@ -1,5 +1,7 @@
 #include "support.hpp"
 
+#include <boost/range/iterator_range.hpp>
+
 #include "models/collectives/collective.hpp"
 #include "models/compute/compute_model.hpp"
 #include "sim/engine/replay.hpp"
@@ -174,6 +176,19 @@ std::string read_text_file(const std::string& path)
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+Traffic traffic(const RankProgram& r, TaskKind kind, Stream stream, Pass pass)
+{
+  Traffic t;
+  for (auto v : boost::make_iterator_range(boost::vertices(r.graph))) {
+    const Task& task = r.graph[v];
+    if (task.kind == kind && task.stream == stream && task.pass == pass) {
+      t.bytes += task.bytes;
+      ++t.tasks;
+    }
+  }
+  return t;
 }
 
 } // namespace stepsim::testing

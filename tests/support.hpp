@@ -3,6 +3,7 @@
 #pragma once
 
 #include "sim/core/scenario.hpp"
+#include "sim/core/task_graph.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +37,13 @@ nlohmann::json measure_route(const PlatformSpec& spec, int src, int dst, double 
 // kernel, 2 us per backward kernel); embedding, head and optimizer are free, so that every
 // pipeline stage does the same work (bubble tests against the textbook formulas).
 inline constexpr const char* kUniformLayers = "test_uniform_layers";
+
+// The bytes and count of one rank's tasks of `kind` on `stream` in pass `pass`.
+struct Traffic {
+  double bytes = 0;
+  int tasks    = 0;
+};
+Traffic traffic(const RankProgram& r, TaskKind kind, Stream stream, Pass pass);
 
 // Runs `body` in a forked child and returns the JSON it produced.
 nlohmann::json in_child(const std::function<nlohmann::json()>& body);

@@ -17,6 +17,8 @@
 #include <set>
 
 using namespace stepsim;
+using testing::Traffic;
+using testing::traffic;
 
 namespace {
 
@@ -45,24 +47,6 @@ nlohmann::json moe_like(int expert, int data, int tensor, int micro_batches)
   return doc;
 }
 
-struct Traffic {
-  double bytes = 0;
-  int tasks    = 0;
-};
-
-// Sums the tasks of `kind` on `stream` in pass `pass` of one rank's program.
-Traffic traffic(const RankProgram& r, TaskKind kind, Stream stream, Pass pass)
-{
-  Traffic t;
-  for (auto v : boost::make_iterator_range(boost::vertices(r.graph))) {
-    const Task& task = r.graph[v];
-    if (task.kind == kind && task.stream == stream && task.pass == pass) {
-      t.bytes += task.bytes;
-      ++t.tasks;
-    }
-  }
-  return t;
-}
 
 } // namespace
 

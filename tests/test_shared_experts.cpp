@@ -22,6 +22,8 @@
 #include <string>
 
 using namespace stepsim;
+using testing::Traffic;
+using testing::traffic;
 
 namespace {
 
@@ -54,23 +56,6 @@ nlohmann::json moe_scenario(int tensor, int data, int expert, int micro_batches,
 
 ParameterCounts counts_of(const Scenario& s) { return model_kind(s.model).parameter_counts(s); }
 
-struct Traffic {
-  double bytes = 0;
-  int tasks    = 0;
-};
-
-Traffic traffic(const RankProgram& r, TaskKind kind, Stream stream, Pass pass)
-{
-  Traffic t;
-  for (auto v : boost::make_iterator_range(boost::vertices(r.graph))) {
-    const Task& task = r.graph[v];
-    if (task.kind == kind && task.stream == stream && task.pass == pass) {
-      t.bytes += task.bytes;
-      ++t.tasks;
-    }
-  }
-  return t;
-}
 
 double work_flops(const Workload& w, const std::string& name)
 {

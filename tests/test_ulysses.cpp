@@ -21,6 +21,8 @@
 #include <set>
 
 using namespace stepsim;
+using testing::Traffic;
+using testing::traffic;
 
 namespace {
 
@@ -43,23 +45,6 @@ nlohmann::json llama_like(int tensor, int context, int data, int micro_batches, 
   return doc;
 }
 
-struct Traffic {
-  double bytes = 0;
-  int tasks    = 0;
-};
-
-Traffic traffic(const RankProgram& r, TaskKind kind, Stream stream, Pass pass)
-{
-  Traffic t;
-  for (auto v : boost::make_iterator_range(boost::vertices(r.graph))) {
-    const Task& task = r.graph[v];
-    if (task.kind == kind && task.stream == stream && task.pass == pass) {
-      t.bytes += task.bytes;
-      ++t.tasks;
-    }
-  }
-  return t;
-}
 
 bool is_all_to_all(const Task& t)
 {

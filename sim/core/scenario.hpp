@@ -81,7 +81,7 @@ struct ModelSpec {
 };
 
 // training.input: the data loader that feeds each data-parallel replica, as PyTorch's DataLoader
-// runs it (workloads/input_pipeline.hpp, sim/engine/input_replay.hpp). Off unless given.
+// runs it (sim/host_side.cpp, sim/engine/input_replay.hpp). Off unless given.
 struct InputPipelineSpec {
   bool enabled        = false;
   int workers         = 2; // worker processes per loading rank (DataLoader num_workers)
@@ -93,7 +93,7 @@ struct InputPipelineSpec {
 };
 
 // training.checkpoint: the model and optimizer state written every `every_steps` steps
-// (workloads/checkpoint.hpp, sim/engine/checkpoint_replay.hpp). every_steps 0: none.
+// (sim/host_side.cpp, sim/engine/checkpoint_replay.hpp). every_steps 0: none.
 struct CheckpointSpec {
   int every_steps     = 0;
   std::string mode    = "sync";    // sync: training waits for the write; async: for a copy to host memory

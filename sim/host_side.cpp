@@ -149,18 +149,18 @@ InputJob input_job(const Scenario& s, const JobPlan& job, const Workload& w, con
   const InputPipelineSpec& in = s.training.input;
   InputJob out;
   InputReplayPlan& p = out.plan;
-  // One loader per data-parallel replica, on its first stage's first tensor- and context-parallel
-  // rank: Megatron builds the data iterator there and broadcasts the batch to the tensor-parallel
-  // peers (megatron/training/training.py, build_train_valid_test_data_iterators; get_batch in
-  // pretrain_gpt.py). Under plain data parallelism that is every rank.
+  // A loader on the first stage's first tensor-parallel rank of every data- and context-parallel
+  // coordinate: Megatron builds the data iterator on tensor rank 0 and broadcasts the batch to
+  // its tensor-parallel peers (megatron/training/training.py, build_train_valid_test_data_iterators;
+  // get_batch in pretrain_gpt.py), and each context-parallel rank loads the whole micro-batch
+  // before keeping its share (get_batch_on_this_cp_rank, megatron/training/utils.py). Under plain
+  // data parallelism that is every rank.
   const RankGrid grid = dense_grid(s.parallelism);
   const auto where    = seats(s.platform);
   std::map<int, int> node_index; // job node -> index in the host side
-  std::map<int, int> gpus_on;    // host-side node -> loading GPUs so far
   for (int rank = 0; rank < grid.world_size(); ++rank) {
     const AxisCoords c = grid.coords_of(rank);
-    if (c[static_cast<size_t>(Axis::Tensor)] != 0 || c[static_cast<size_t>(Axis::Context)] != 0 ||
-        c[static_cast<size_t>(Axis::Pipeline)] != 0)
+    if (c[static_cast<size_t>(Axis::Tensor)] != 0 || c[static_cast<size_t>(Axis::Pipeline)] != 0)
       continue;
     const GpuSeat& seat = where.at(static_cast<size_t>(job.placement.gpu_of_rank[static_cast<size_t>(rank)]));
     auto [it, added]    = node_index.emplace(seat.node, static_cast<int>(p.platform.nodes.size()));

@@ -142,3 +142,25 @@ TEST_CASE("a checkpoint writes the model and optimizer state at the storage's ba
     CHECK(c.step_s < sync.checkpoint->step_s);
   }
 }
+
+TEST_CASE("every context-parallel rank of the first stage loads the whole micro-batch", "[input]")
+{
+  // Context 2 × data 2 on one node of 4 GPUs: 4 loaders share the node's cores (Megatron's
+  // get_batch_on_this_cp_rank slices a batch every context rank loaded whole).
+  nlohmann::json j = testing::small_scenario(1, 2, 8);
+  j["parallelism"]["context"]                 = 2;
+  j["model"]["seq_length"]                    = 2048;
+  auto& group                                 = j["platform"]["node_groups"][0];
+  group["count"]                              = 1;
+  group["gpus_per_node"]                      = 4;
+  group["nic"]["count"]                       = 4;
+  const double compute                        = step_of(j);
+  group["host"] = {{"cpu_cores", 2}, {"nvme_bandwidth", "1000TBps"}, {"nvme_latency", 0}};
+  const double d                              = compute; // a whole step of CPU per sample
+  j["training"]["input"] = {{"workers", 4}, {"sample_bytes", "1KB"}, {"decode_cpu_seconds", d}, {"device_bytes", "1KB"}};
+  const Report r = simulate_isolated(scenario_from_json(j));
+  REQUIRE(r.input);
+  CHECK(r.input->loaders == 4);
+  // 4 loaders × 8 samples on 2 cores.
+  CHECK_THAT(r.step_time_s, WithinRel(4 * 8 * d / 2, 0.02));
+}

@@ -26,7 +26,7 @@ struct InputReplayPlan {
     int node = 0; // index into platform.nodes
     int gpu  = 0; // the loading rank's GPU on that node
   };
-  std::vector<Loader> loaders; // one per data-parallel replica
+  std::vector<Loader> loaders; // one per data- and context-parallel coordinate of the first stage
   int workers         = 2;
   int prefetch_factor = 2;
   bool from_storage   = false; // else each node's local disk

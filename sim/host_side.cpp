@@ -14,7 +14,6 @@
 
 #include <boost/range/iterator_range.hpp>
 #include <simgrid/s4u.hpp>
-#include <xbt/log.h>
 
 #include <fmt/format.h>
 
@@ -314,12 +313,7 @@ std::string replay_in_child(const std::string& input)
   nlohmann::json result;
   try {
     const auto j = nlohmann::json::parse(input);
-    xbt_log_control_set("root.thres:critical");
-    int argc     = 1;
-    char name[]  = "stepsim-host-side";
-    char* argv[] = {name, nullptr};
-    simgrid::s4u::Engine engine(&argc, argv);
-    configure_network_model();
+    const auto engine = start_engine();
     auto* root = simgrid::s4u::create_full_zone("host-sides"); // copies that never talk to each other
     std::optional<InputReplayPlan> input_plan;
     std::optional<CheckpointReplayPlan> checkpoint_plan;
@@ -334,7 +328,7 @@ std::string replay_in_child(const std::string& input)
       checkpoint      = std::make_unique<CheckpointReplay>(root, *checkpoint_plan);
     }
     root->seal();
-    engine.run();
+    engine->run();
     if (input)
       result["input"] = {input->result().step_s, input->result().input_path_s};
     if (checkpoint) {

@@ -17,7 +17,6 @@
 
 #include <simgrid/s4u.hpp>
 #include <boost/range/iterator_range.hpp>
-#include <xbt/log.h>
 
 #include <fmt/format.h>
 
@@ -45,10 +44,6 @@ ReplayOptions replay_options(const Scenario& s, const LinkEfficiency& links, int
   return o;
 }
 
-void silence_simgrid()
-{
-  xbt_log_control_set("root.thres:critical");
-}
 
 } // namespace
 
@@ -76,12 +71,7 @@ Workload cost_workload(const Scenario& s, const JobPlan& job, const CollectiveAl
 StepReplay replay_step(const Scenario& s, const JobPlan& job, Workload& workload,
                        const CollectiveAlgorithm& collectives, int link_count)
 {
-  silence_simgrid();
-  int argc    = 1;
-  char name[] = "stepsim";
-  char* argv[] = {name, nullptr};
-  simgrid::s4u::Engine engine(&argc, argv);
-  configure_network_model();
+  const auto engine = start_engine();
   // Ranks are placed on GPUs (topologies/placement.hpp); the platform numbers GPUs.
   const std::vector<bool> rank_in_use = ranks_in_use(workload);
   std::vector<bool> gpu_in_use(rank_in_use.size(), false);

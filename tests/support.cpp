@@ -9,7 +9,6 @@
 #include "topologies/platform.hpp"
 
 #include <simgrid/s4u.hpp>
-#include <xbt/log.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -91,16 +90,7 @@ double uniform_layer_seconds(const Kernel& k, const Device&, const std::string&)
 const bool registered = ComputeModelRegistry::add(kUniformLayers, "test only", ComputeModel{uniform_layer_seconds});
 } // namespace
 
-std::unique_ptr<simgrid::s4u::Engine> start_engine()
-{
-  xbt_log_control_set("root.thres:critical");
-  static int argc     = 1;
-  static char name[]  = "test";
-  static char* argv[] = {name, nullptr};
-  auto engine         = std::make_unique<simgrid::s4u::Engine>(&argc, argv);
-  configure_network_model();
-  return engine;
-}
+std::unique_ptr<simgrid::s4u::Engine> start_engine() { return stepsim::start_engine(); }
 
 NodeGroupSpec nvswitch_nodes(const std::string& gpu, int count, int gpus_per_node, double nvlink_Bps, double nvlink_s,
                              double nic_Bps, double nic_s)

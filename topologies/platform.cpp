@@ -5,6 +5,7 @@
 #include "topologies/nodes/node_type.hpp"
 
 #include <simgrid/s4u.hpp>
+#include <xbt/log.h>
 
 #include <fmt/format.h>
 
@@ -25,6 +26,18 @@ void configure_network_model()
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic:0");
   sg4::Engine::set_config("network/TCP-gamma:1e18");
+}
+
+std::unique_ptr<sg4::Engine> start_engine()
+{
+  xbt_log_control_set("root.thres:critical");
+  // The engine parses its command line and keeps what it reads; static, so that it outlives it.
+  static int argc     = 1;
+  static char name[]  = "stepsim";
+  static char* argv[] = {name, nullptr};
+  auto engine         = std::make_unique<sg4::Engine>(&argc, argv);
+  configure_network_model();
+  return engine;
 }
 
 namespace {

@@ -19,10 +19,12 @@
 #include "sim/core/scenario.hpp"
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace simgrid::s4u {
+class Engine;
 class Host;
 class NetZone;
 } // namespace simgrid::s4u
@@ -67,6 +69,9 @@ using FabricRegistry = Registry<FabricBuilder>;
 
 // SimGrid's network model settings for GPU interconnects; call before building.
 void configure_network_model();
+// SimGrid's engine for this process (one per process: run it in a child, sim/simulate.hpp), its
+// log quiet below critical and configure_network_model applied: every replay starts here.
+std::unique_ptr<simgrid::s4u::Engine> start_engine();
 // Builds every GPU, or only those with `in_use[g]` set (and the nodes and NICs they need) when
 // `in_use` is given: a reduced simulation touches a small part of a large cluster, and SimGrid's
 // platform creation grows faster than linearly with the number of links.

@@ -4,7 +4,6 @@
 
 #include <simgrid/Exception.hpp>
 #include <simgrid/s4u.hpp>
-#include <xbt/log.h>
 
 #include <fmt/format.h>
 
@@ -252,18 +251,14 @@ struct Round {
 
 RoundResult replay_round(const RoundPlan& plan)
 {
-  xbt_log_control_set("root.thres:critical");
-  int argc     = 1;
-  char name[]  = "stepsim";
-  char* argv[] = {name, nullptr};
-  sg4::Engine engine(&argc, argv);
-  configure_network_model(); // CM02 without TCP window or cross-traffic: latency + size / bandwidth alone
+  // CM02 without TCP window or cross-traffic: latency + size / bandwidth alone.
+  const auto engine = start_engine();
   const Built built = build_round_platform(plan);
   RoundResult result;
   result.clients.assign(plan.clients.size(), RoundClientResult{});
   Round round{plan, built, plan.deadline_s > 0 ? plan.deadline_s : std::numeric_limits<double>::infinity(), result};
   sg4::Actor::create("server", built.server, [&round] { round.server(); });
-  engine.run();
+  engine->run();
   if (!std::isfinite(round.result.round_time_s) || round.result.round_time_s <= 0)
     throw std::runtime_error(fmt::format("the federated round ended at {} s, which is not a round time",
                                          round.result.round_time_s));

@@ -15,7 +15,6 @@
 #include "sim/simulate.hpp"
 
 #include <simgrid/s4u.hpp>
-#include <xbt/log.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -100,12 +99,7 @@ CollectiveTime time_collective(const PlatformSpec& platform, const std::vector<i
   auto out           = nlohmann::json::parse(run_in_child([&] {
     nlohmann::json result;
     try {
-      xbt_log_control_set("root.thres:critical");
-      int argc     = 1;
-      char name[]  = "stepsim";
-      char* argv[] = {name, nullptr};
-      simgrid::s4u::Engine engine(&argc, argv);
-      configure_network_model();
+      const auto engine = start_engine();
       const LinkEfficiency links = load_link_efficiency();
       BuiltPlatform built        = build_platform(with_achieved_bandwidth(platform, links), ranks_in_use(w));
       ReplayOptions options;

@@ -13,7 +13,6 @@
 #include "tools/stepsim/command.hpp"
 
 #include <simgrid/s4u.hpp>
-#include <xbt/log.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -150,12 +149,7 @@ std::string fabric_text(const nlohmann::json& f)
 // Runs in the child that owns the SimGrid engine.
 nlohmann::json describe(const Scenario& s)
 {
-  xbt_log_control_set("root.thres:critical");
-  int argc     = 1;
-  char name[]  = "stepsim";
-  char* argv[] = {name, nullptr};
-  sg4::Engine engine(&argc, argv);
-  configure_network_model();
+  const auto engine = start_engine();
   const LinkEfficiency efficiency = load_link_efficiency();
   const PlatformSpec spec         = with_achieved_bandwidth(s.platform, efficiency);
 
@@ -196,7 +190,7 @@ nlohmann::json describe(const Scenario& s)
 
   // Kinds in first-seen order of SimGrid's (name-sorted) link list would interleave; sort by kind.
   std::map<std::tuple<std::string, double, double>, int> kinds;
-  for (const auto* l : engine.get_all_links()) {
+  for (const auto* l : engine->get_all_links()) {
     const std::string& n = l->get_name();
     // The other direction of a split-duplex link is the same link; SimGrid's own links
     // ("__loopback__") are no part of the cluster.

@@ -244,6 +244,8 @@ Report simulate_federated(const Scenario& s)
     if (step.memory_peak_bytes / step.memory_capacity_bytes >= r.memory_peak_bytes / std::max(r.memory_capacity_bytes, 1.0)) {
       r.memory_peak_bytes     = step.memory_peak_bytes;
       r.memory_capacity_bytes = step.memory_capacity_bytes;
+      r.memory_peak_stage     = step.memory_peak_stage;
+      r.memory_peak_device    = step.memory_peak_device;
       r.memory                = step.memory;
     }
     r.fits_in_memory = r.fits_in_memory && step.fits_in_memory;

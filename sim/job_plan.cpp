@@ -58,6 +58,8 @@ int fill_analytic(const Scenario& s, const Placement& placement, const std::vect
       tightest_stage          = stage;
       r.memory_peak_bytes     = m.total();
       r.memory_capacity_bytes = capacity;
+      r.memory_peak_stage     = stage;
+      r.memory_peak_device    = device.name;
       r.memory                = m;
     }
     r.stages.push_back(st);

@@ -115,6 +115,24 @@ TEST_CASE("stepsim collective: halving_doubling beats the ring on small all-redu
   CHECK(hd[0].time_us < ring[0].time_us);
 }
 
+TEST_CASE("stepsim collective: nvls forced on an H100 NVSwitch node runs what auto picks; on A100 it is refused")
+{
+  const auto forced = testing::run_stepsim("collective --preset dgx-h100 --nodes 1 --sizes 256MB --algorithm nvls");
+  const auto chosen = testing::run_stepsim("collective --preset dgx-h100 --nodes 1 --sizes 256MB");
+  INFO(forced.output << chosen.output);
+  REQUIRE(forced.exit_code == 0);
+  const auto f = rows_of(forced.output), a = rows_of(chosen.output);
+  REQUIRE(f.size() == 1);
+  REQUIRE(a.size() == 1);
+  CHECK(f[0].picked.rfind("nvls/", 0) == 0);
+  if (a[0].picked.rfind("nvls/", 0) == 0)
+    CHECK(f[0].time_us == a[0].time_us);
+  // The A100's NVSwitch does not reduce in the switch.
+  const auto a100 = testing::run_stepsim("collective --preset dgx-a100 --nodes 1 --sizes 1MB --algorithm nvls");
+  CHECK(a100.exit_code == 2);
+  CHECK(a100.output.find("--algorithm: the nvls algorithm needs every member on one node") != std::string::npos);
+}
+
 TEST_CASE("stepsim collective: bad options exit 2 naming the option")
 {
   auto [args, message] = GENERATE(table<std::string, std::string>({

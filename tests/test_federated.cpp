@@ -215,7 +215,7 @@ TEST_CASE("a deadline drops exactly the clients whose closed-form finish is beyo
   REQUIRE(sorted[5] - sorted[4] > 0.05 * sorted[4]); // far from the edge of the 2 % tolerance
   nlohmann::json doc                                  = federated(list);
   doc["training"]["federated"]["compression"]         = 0.5;
-  doc["training"]["federated"]["deadline"]            = deadline;
+  doc["training"]["federated"]["deadline"]            = fmt::format("{}s", deadline);
   const auto report                                   = run(doc, "deadline");
   const auto& f                                       = report.at("federated");
   int expected_drops                                  = 0;
@@ -240,7 +240,7 @@ TEST_CASE("a deadline drops exactly the clients whose closed-form finish is beyo
   CHECK(f.at("bytes_up").get<double>() < 8 * 0.5 * model);
 
   // A deadline beyond every finish drops none, and the round does not wait for it.
-  doc["training"]["federated"]["deadline"] = sorted.back() * 2;
+  doc["training"]["federated"]["deadline"] = fmt::format("{}s", sorted.back() * 2);
   const auto all                           = run(doc, "deadline-late");
   CHECK(all.at("federated").at("dropped") == 0);
   CHECK(all.at("federated").at("round_time_s").get<double>() ==
@@ -387,7 +387,8 @@ TEST_CASE("every key of training.federated refuses bad input, naming its path", 
       {"compression 0", [&](auto& d) { fed(d)["compression"] = 0; }, "training.federated.compression"},
       {"compression above 1", [&](auto& d) { fed(d)["compression"] = 2; }, "training.federated.compression"},
       {"deadline unit", [&](auto& d) { fed(d)["deadline"] = "30 parsecs"; }, "training.federated.deadline"},
-      {"deadline 0", [&](auto& d) { fed(d)["deadline"] = 0; }, "training.federated.deadline"},
+      {"deadline 0", [&](auto& d) { fed(d)["deadline"] = "0s"; }, "training.federated.deadline"},
+      {"deadline without a unit", [&](auto& d) { fed(d)["deadline"] = 30; }, "training.federated.deadline"},
       {"deadline beyond a week", [&](auto& d) { fed(d)["deadline"] = "1000000s"; }, "training.federated.deadline"},
       {"server missing", [&](auto& d) { fed(d).erase("server"); }, "training.federated.server"},
       {"server device unknown", [&](auto& d) { fed(d)["server"]["device"] = "A100"; }, "training.federated.server.device"},

@@ -4,6 +4,8 @@
 #include "support.hpp"
 
 #include "models/collectives/collective.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/simulate.hpp"
 #include "sim/engine/replay.hpp"
 #include "topologies/platform.hpp"
 #include "tools/driver/collective_bench.hpp"
@@ -198,4 +200,30 @@ TEST_CASE("stepsim platform prints the built links and example routes", "[platfo
   auto bad = testing::run_stepsim("platform " + file + " --set platform.network.topology=ring");
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("platform.network.topology") != std::string::npos);
+}
+
+TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; an uneven count is refused",
+          "[platform]")
+{
+  // AWS p5: 32 × 100 Gb/s EFA for 8 H100 per node (32 / 8 = 4 per GPU).
+  nlohmann::json j                                  = testing::small_scenario(1, 16, 16);
+  auto& group                                       = j["platform"]["node_groups"][0];
+  group["count"]                                    = 2;
+  group["gpus_per_node"]                            = 8;
+  group["nic"]["count"]                             = 32;
+  group["nic"]["bandwidth"]                         = "100Gbps";
+  const Scenario four_per_gpu                       = scenario_from_json(j);
+  const NodeGroupSpec& spec                         = four_per_gpu.platform.node_groups[0];
+  CHECK(spec.nic.count == 8);
+  CHECK(spec.nic.bandwidth_Bps == Approx(4 * 100e9 / 8));
+
+  group["nic"]["count"] = 12;
+  try {
+    scenario_from_json(j);
+    FAIL("12 NICs for 8 GPUs was accepted");
+  } catch (const InputError& e) {
+    REQUIRE(e.problems().size() == 1);
+    CHECK_THAT(e.problems()[0], Catch::Contains("platform.node_groups[0].nic.count: 12 NICs cannot be shared evenly "
+                                                "by 8 GPUs per node"));
+  }
 }

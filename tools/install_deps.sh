@@ -3,7 +3,10 @@
 # Nothing is downloaded at build time.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libsimgrid-dev libboost-graph-dev nlohmann-json3-dev libfmt-dev
-          catch2 libcli11-dev "$@") # extra packages a target needs (e.g. `make fuzz`: clang)
+          catch2 libcli11-dev
+          libprotobuf-dev protobuf-compiler # Chakra execution traces (workloads/traces)
+          python3-dev pybind11-dev python3-pandas # the Python module (tools/python)
+          "$@") # extra packages a target needs (e.g. `make fuzz`: clang)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -82,7 +82,7 @@ MeasurementFile read_measurements(const std::string& path)
     row.raw("label");
     if (kind == "collective") {
       row.text("op");
-      row.bytes("bytes");
+      row.number("bytes"); // a measurement record: the key names the unit
       row.integer("gpus", std::nullopt, 2);
       row.number("seconds", std::nullopt, 0, true);
       row.reject_unknown_keys();
@@ -103,7 +103,7 @@ MeasurementFile read_measurements(const std::string& path)
       m.kernel = attention_kernel("attention", heads, seq, dim, row.boolean("causal", true),
                                   row.boolean("backward", false), eb);
     } else if (kind == "memory") {
-      m.kernel = memory_kernel(row.text("name", std::string("memory")), row.bytes("bytes"));
+      m.kernel = memory_kernel(row.text("name", std::string("memory")), row.number("bytes"));
       if (m.kernel.bytes <= 0)
         row.problems().add(row.path_of("bytes"), "expected the bytes the kernel reads and writes, above 0");
     }

@@ -91,10 +91,10 @@ std::string federated_table(const Report& r)
   out += fmt::format("  {:<24}{:>14}\n", "model down", megabytes(f.model_bytes));
   out += fmt::format("  {:<24}{:>14}\n", "update up", megabytes(f.update_bytes));
   out += fmt::format("  {:<24}{:>14}  down, {} up\n", "bytes moved", megabytes(f.bytes_down), megabytes(f.bytes_up));
-  out += fmt::format("  {:<24}{:>14} of {} ({})\n", "memory peak per client",
+  out += fmt::format("  {:<24}{:>14} of {} ({}) on {}\n", "memory peak per client",
                      fmt::format("{:.2f} GiB", r.memory_peak_bytes / (1024.0 * 1024 * 1024)),
                      fmt::format("{:.2f} GiB", r.memory_capacity_bytes / (1024.0 * 1024 * 1024)),
-                     r.fits_in_memory ? "fits" : "DOES NOT FIT");
+                     r.fits_in_memory ? "fits" : "DOES NOT FIT", r.memory_peak_device);
   const bool edges = f.aggregation == "hierarchical";
   out += fmt::format("\n  {:<22} {:<16} {:<26}{} {:>8} {:>10} {:>10} {:>10} {:>10}  {}\n", "client", "device", "link",
                      edges ? "  edge" : "", "steps", "down s", "compute s", "up s", "idle s", "");

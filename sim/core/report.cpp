@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 #include <cmath>
 #include <limits>
 
@@ -36,6 +37,17 @@ T whole(const nlohmann::json& v)
 }
 
 std::string human_bytes(double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024)); }
+
+// An energy in the unit that fits, the number right-aligned in `width`: a step of a small job on
+// one device takes joules, and "0.000 MJ" told its user nothing.
+std::string human_energy(double joules, int width = 0)
+{
+  const auto [value, unit] = joules >= 1e6   ? std::pair{joules / 1e6, "MJ"}
+                             : joules >= 1e3 ? std::pair{joules / 1e3, "kJ"}
+                             : joules >= 1   ? std::pair{joules, "J"}
+                                             : std::pair{joules * 1e3, "mJ"};
+  return fmt::format("{:>{}.3f} {}", value, width, unit);
+}
 
 // A parameter count in billions, millions or thousands (decimal, as model cards write them).
 std::string human_count(double n)
@@ -76,6 +88,8 @@ nlohmann::json to_json(const Report& r)
   j["energy_j_per_token"]      = tidy(r.energy_j_per_token);
   j["memory_peak_bytes"]       = tidy(r.memory_peak_bytes);
   j["memory_capacity_bytes"]   = tidy(r.memory_capacity_bytes);
+  j["memory_peak_stage"]       = r.memory_peak_stage;
+  j["memory_peak_device"]      = r.memory_peak_device;
   j["fits_in_memory"]          = r.fits_in_memory;
   j["memory"] = {{"weights_bytes", tidy(r.memory.weights)},         {"gradients_bytes", tidy(r.memory.gradients)},
                  {"optimizer_bytes", tidy(r.memory.optimizer)},     {"activations_bytes", tidy(r.memory.activations)},
@@ -157,6 +171,8 @@ Report report_from_json(const nlohmann::json& j)
   r.energy_j_per_token      = j.value("energy_j_per_token", 0.0);
   r.memory_peak_bytes       = j.at("memory_peak_bytes").get<double>();
   r.memory_capacity_bytes   = j.at("memory_capacity_bytes").get<double>();
+  r.memory_peak_stage       = j.value("memory_peak_stage", 0);
+  r.memory_peak_device      = j.value("memory_peak_device", std::string());
   r.fits_in_memory          = j.at("fits_in_memory").get<bool>();
   const auto& m             = j.at("memory");
   r.memory.weights          = m.at("weights_bytes").get<double>();
@@ -254,14 +270,18 @@ std::string to_table(const Report& r)
   if (!algorithms.empty())
     out += fmt::format("  {:<24}{}\n", "collective algorithms", algorithms);
   if (r.energy_j_per_step > 0)
-    out += fmt::format("  {:<24}{:>14.3f} MJ{}\n", "energy per step", r.energy_j_per_step / 1e6,
-                       r.energy_j_per_token > 0 ? fmt::format(" ({:.3f} J per token)", r.energy_j_per_token) : "");
+    out += fmt::format("  {:<24}{}{}\n", "energy per step", human_energy(r.energy_j_per_step, 14),
+                       r.energy_j_per_token > 0 ? fmt::format(" ({} per token)", human_energy(r.energy_j_per_token)) : "");
   if (r.input)
     out += input_table(*r.input);
   if (r.checkpoint)
     out += checkpoint_table(*r.checkpoint);
-  out += fmt::format("  {:<24}{:>14} of {} ({})\n", "memory peak per GPU", human_bytes(r.memory_peak_bytes),
-                     human_bytes(r.memory_capacity_bytes), r.fits_in_memory ? "fits" : "DOES NOT FIT");
+  // The capacity is that of the device holding the peak, so the line names it (and its stage when
+  // there are several).
+  out += fmt::format("  {:<24}{:>14} of {} ({}) on {}{}\n", "memory peak per GPU", human_bytes(r.memory_peak_bytes),
+                     human_bytes(r.memory_capacity_bytes), r.fits_in_memory ? "fits" : "DOES NOT FIT",
+                     r.memory_peak_device.empty() ? r.device : r.memory_peak_device,
+                     r.stages.size() > 1 ? fmt::format(", stage {}", r.memory_peak_stage) : "");
   out += fmt::format("  {:<24}weights {}, gradients {}, optimizer {}, activations {}, buffers {}\n", "",
                      human_bytes(r.memory.weights), human_bytes(r.memory.gradients), human_bytes(r.memory.optimizer),
                      human_bytes(r.memory.activations), human_bytes(r.memory.buffers));

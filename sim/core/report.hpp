@@ -82,6 +82,10 @@ struct Report {
   double energy_j_per_token = 0;
   double memory_peak_bytes = 0;
   double memory_capacity_bytes = 0;
+  // Where the peak is: the stage closest to (or furthest over) its device's capacity, and that
+  // device, which on mixed platforms need not be the first node group's.
+  int memory_peak_stage = 0;
+  std::string memory_peak_device;
   bool fits_in_memory = true;
   MemoryBreakdown memory; // of the rank with the peak
   std::vector<StageReport> stages;

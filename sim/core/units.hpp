@@ -14,4 +14,9 @@ std::optional<double> parse_time(const std::string& text);
 // "25MB", "25MiB", "4GB", "512B", "1KiB". Returns bytes.
 std::optional<double> parse_bytes(const std::string& text);
 
+// The accepted units of each kind, listed for error messages: "bps, kbps, ...".
+std::string bandwidth_units();
+std::string time_units();
+std::string bytes_units();
+
 } // namespace stepsim::units

@@ -41,21 +41,21 @@ void read_link(JsonReader r, FederatedLinkSpec& link, bool client)
   r.reject_unknown_keys();
 }
 
-// A time such as "30s" (or a number of seconds), up to kMaxDeadlineSeconds; 0 when absent.
+// A time such as "30s", up to kMaxDeadlineSeconds; 0 when absent. A bare number is refused, as
+// every time is (sim/input/json_reader.hpp with_unit).
 double read_deadline(JsonReader& r)
 {
   const nlohmann::json* v = r.raw("deadline");
   if (v == nullptr)
     return 0;
   std::optional<double> seconds;
-  if (v->is_number())
-    seconds = v->get<double>();
-  else if (v->is_string())
+  if (v->is_string())
     seconds = units::parse_time(v->get<std::string>());
   if (!seconds || !std::isfinite(*seconds) || *seconds <= 0 || *seconds > kMaxDeadlineSeconds) {
-    r.problems().add(r.path_of("deadline"), fmt::format("expected a time above 0 and at most {:.0f} s (a week) such as "
-                                                        "\"30s\", got {}",
-                                                        kMaxDeadlineSeconds, v->dump()));
+    r.problems().add(r.path_of("deadline"),
+                     fmt::format("expected a time above 0 and at most {:.0f} s (a week) with its unit, such as "
+                                 "\"30s\" (units: {}), got {}",
+                                 kMaxDeadlineSeconds, units::time_units(), v->dump()));
     return 0;
   }
   return *seconds;

@@ -144,19 +144,30 @@ bool JsonReader::boolean(const std::string& key, std::optional<bool> fallback)
   return v->get<bool>();
 }
 
-double JsonReader::with_unit(const std::string& key, std::optional<double> fallback, const char* expected,
+double JsonReader::with_unit(const std::string& key, std::optional<double> fallback, const char* kind,
+                             const char* example, const std::string& units, const char* unit_key_suffix,
                              std::optional<double> (*parse)(const std::string&))
 {
-  const nlohmann::json* v = lookup(key, !fallback.has_value(), expected);
+  const std::string expected = fmt::format("{} such as \"{}\"", kind, example);
+  const nlohmann::json* v    = lookup(key, !fallback.has_value(), expected.c_str());
   if (v == nullptr)
     return fallback.value_or(0.0);
+  const std::string suffix(unit_key_suffix);
+  const bool unit_in_key = key.size() > suffix.size() && key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0;
+  if (v->is_number() && v->get<double>() != 0 && !unit_in_key) {
+    problems_->add(path_of(key), fmt::format("expected {} with its unit, such as \"{}\" (units: {}), got the number "
+                                             "{}, which has no unit",
+                                             kind, example, units, v->dump()));
+    return fallback.value_or(0.0);
+  }
   std::optional<double> value;
   if (v->is_number())
     value = v->get<double>();
   else if (v->is_string())
     value = parse(v->get<std::string>());
   if (!value || !std::isfinite(*value) || *value < 0) {
-    problems_->add(path_of(key), fmt::format("expected {}, got {}", expected, type_name(*v)));
+    problems_->add(path_of(key),
+                   fmt::format("expected {} (units: {}), got {}", expected, units, type_name(*v)));
     return fallback.value_or(0.0);
   }
   return *value;
@@ -165,7 +176,9 @@ double JsonReader::with_unit(const std::string& key, std::optional<double> fallb
 double JsonReader::bandwidth(const std::string& key, std::optional<double> fallback)
 {
   const size_t before = problems_->list().size();
-  double value = with_unit(key, fallback, "a bandwidth such as \"200Gbps\" or \"300GBps\"", units::parse_bandwidth);
+  double value = with_unit(key, fallback, "a bandwidth", "200Gbps", units::bandwidth_units(), "_Bps", units::parse_bandwidth);
+  if (problems_->list().size() != before)
+    return fallback.value_or(1.0);
   if (value <= 0 && has(key)) {
     problems_->add(path_of(key), "expected a bandwidth above zero");
     return fallback.value_or(1.0);
@@ -180,7 +193,7 @@ double JsonReader::bandwidth(const std::string& key, std::optional<double> fallb
 
 double JsonReader::time(const std::string& key, std::optional<double> fallback)
 {
-  double value = with_unit(key, fallback, "a time such as \"1.5us\"", units::parse_time);
+  double value = with_unit(key, fallback, "a time", "1.5us", units::time_units(), "_seconds", units::parse_time);
   if (value > limits::kMaxLatencySeconds && has(key)) {
     problems_->add(path_of(key), fmt::format("expected a time of at most {} s, got {}", limits::kMaxLatencySeconds,
                                              raw(key)->dump()));
@@ -191,7 +204,7 @@ double JsonReader::time(const std::string& key, std::optional<double> fallback)
 
 double JsonReader::bytes(const std::string& key, std::optional<double> fallback)
 {
-  return with_unit(key, fallback, "a size such as \"25MB\"", units::parse_bytes);
+  return with_unit(key, fallback, "a size", "25MB", units::bytes_units(), "_bytes", units::parse_bytes);
 }
 
 JsonReader JsonReader::object(const std::string& key, bool required)

@@ -35,11 +35,13 @@ public:
   std::string text(const std::string& key, std::optional<std::string> fallback = std::nullopt,
                    const std::vector<std::string>& choices = {});
   bool boolean(const std::string& key, std::optional<bool> fallback = std::nullopt);
-  // A string with a unit ("200Gbps") or a number in bytes per second. Returns bytes per second.
+  // Quantities are strings with their unit (units.hpp); a bare number is refused unless it is 0
+  // or the key ends in the unit's name ("_seconds", "_bytes").
+  // A string with a unit ("200Gbps"). Returns bytes per second.
   double bandwidth(const std::string& key, std::optional<double> fallback = std::nullopt);
-  // A string with a unit ("1.5us") or a number in seconds. Returns seconds.
+  // A string with a unit ("1.5us"). Returns seconds.
   double time(const std::string& key, std::optional<double> fallback = std::nullopt);
-  // A string with a unit ("25MB") or a number of bytes. Returns bytes.
+  // A string with a unit ("25MB"). Returns bytes.
   double bytes(const std::string& key, std::optional<double> fallback = std::nullopt);
 
   // A nested object; an absent key gives an empty object when `required` is false.
@@ -53,7 +55,12 @@ public:
 
 private:
   const nlohmann::json* lookup(const std::string& key, bool required, const char* expected);
-  double with_unit(const std::string& key, std::optional<double> fallback, const char* expected,
+  // A quantity written as a string with its unit (units.hpp). A bare number is refused unless it
+  // is 0 or the key names its unit (`unit_key_suffix`, as "activation_bytes"): "bandwidth": 200
+  // could mean bits, bytes or gigabits a second, and taking it as bytes once gave a
+  // 10-million-second step with no warning.
+  double with_unit(const std::string& key, std::optional<double> fallback, const char* kind, const char* example,
+                   const std::string& units, const char* unit_key_suffix,
                    std::optional<double> (*parse)(const std::string&));
 
   const nlohmann::json* node_;

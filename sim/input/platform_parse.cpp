@@ -63,14 +63,24 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     spec.host.nvme_latency_s          = host.time("nvme_latency", 100e-6);
     host.reject_unknown_keys();
     auto nic                  = g.object("nic");
-    spec.nic.count            = static_cast<int>(nic.integer("count", 8, 1, kMaxGpusPerNode));
+    spec.nic.count            = static_cast<int>(nic.integer("count", 8, 1, 8 * kMaxGpusPerNode));
     spec.nic.bandwidth_Bps    = nic.bandwidth("bandwidth", 25e9);
     spec.nic.latency_s        = nic.time("latency", 2e-6);
     nic.reject_unknown_keys();
     g.reject_unknown_keys();
-    if (spec.nic.count > spec.gpus_per_node || spec.gpus_per_node % spec.nic.count != 0)
-      r.problems().add(nic.path_of("count"), fmt::format("{} NICs cannot be shared evenly by {} GPUs per node",
-                                                          spec.nic.count, spec.gpus_per_node));
+    if (spec.nic.count > spec.gpus_per_node && spec.nic.count % spec.gpus_per_node == 0) {
+      // Several NICs per GPU (AWS p5: 32 × 100 Gb/s EFA for 8 H100), each GPU's on its own PCIe
+      // switch: NCCL spreads a GPU's channels over all of them, so they act as one NIC of their
+      // summed bandwidth per GPU, on the same rail.
+      const int per_gpu       = spec.nic.count / spec.gpus_per_node;
+      spec.nic.count          = spec.gpus_per_node;
+      spec.nic.bandwidth_Bps *= per_gpu;
+    } else if (spec.nic.count > spec.gpus_per_node || spec.gpus_per_node % spec.nic.count != 0) {
+      r.problems().add(nic.path_of("count"),
+                       fmt::format("{} NICs cannot be shared evenly by {} GPUs per node: expected a divisor of {} "
+                                   "(GPUs sharing a NIC) or a multiple of it (several NICs per GPU)",
+                                   spec.nic.count, spec.gpus_per_node, spec.gpus_per_node));
+    }
     platform.node_groups.push_back(spec);
   }
   read_network(r.object("network"), platform.network, platform.node_groups);

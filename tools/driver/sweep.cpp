@@ -5,6 +5,7 @@
 #include "sim/input/limits.hpp"
 #include "sim/output/report_csv.hpp"
 #include "sim/simulate.hpp"
+#include "tools/driver/process_pool.hpp"
 #include "topologies/preset.hpp"
 
 #include <fmt/format.h>
@@ -156,14 +157,17 @@ nlohmann::json Sweep::parameter_object(size_t index) const
 
 Sweep load_sweep(const std::string& file)
 {
-  nlohmann::json document = read_json_file(file);
-  const std::string dir   = std::filesystem::path(file).parent_path().string();
+  return sweep_from_json(read_json_file(file), std::filesystem::path(file).parent_path().string(), file);
+}
+
+Sweep sweep_from_json(const nlohmann::json& document, const std::string& dir, const std::string& label)
+{
   Problems problems;
   if (!document.is_object())
-    throw InputError({fmt::format("{}: expected a sweep object with \"base\" and \"grid\" or \"zip\"", file)});
+    throw InputError({fmt::format("{}: expected a sweep object with \"base\" and \"grid\" or \"zip\"", label)});
   JsonReader r(document, "", problems);
   Sweep sweep;
-  sweep.name = r.text("name", std::filesystem::path(file).stem().string());
+  sweep.name = r.text("name", std::filesystem::path(label).stem().string());
   if (const nlohmann::json* base = r.raw("base")) {
     if (base->is_string()) {
       std::filesystem::path path = std::filesystem::path(dir.empty() ? "." : dir) / base->get<std::string>();
@@ -290,6 +294,20 @@ nlohmann::json evaluate_point(const Sweep& sweep, size_t index, bool allow_oom)
     result["reason"]     = e.what();
   }
   return result;
+}
+
+void evaluate_points(const Sweep& sweep, const std::vector<size_t>& points, int jobs, bool allow_oom,
+                     const std::function<void(size_t, nlohmann::json)>& done)
+{
+  run_in_processes(
+      points, jobs, [&](size_t point) { return evaluate_point(sweep, point, allow_oom).dump(); },
+      [&](size_t point, std::string text) {
+        auto j = nlohmann::json::parse(text, nullptr, false);
+        if (text.empty() || j.is_discarded())
+          j = {{"point", point},  {"of", sweep.points()}, {"sweep_digest", sweep.digest}, {"parameters", sweep.parameter_object(point)},
+               {"status", "error"}, {"reason", "the worker process died"}};
+        done(point, std::move(j));
+      });
 }
 
 std::string sweep_csv(const std::vector<std::string>& axes, const std::vector<nlohmann::json>& results)

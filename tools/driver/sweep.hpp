@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,10 +51,19 @@ struct Sweep {
 
 // Reads and checks a sweep file; throws InputError naming the JSON path of each problem.
 Sweep load_sweep(const std::string& file);
+// The same for a sweep document (the Python module's dict): `dir` resolves a base scenario given
+// by file name, `label` names the document in messages and, without "name", names the sweep.
+Sweep sweep_from_json(const nlohmann::json& document, const std::string& dir, const std::string& label);
 
 // The result of one point as one JSON line's object: point, of, sweep_digest, parameters, status
 // ("ok", "infeasible", "error"), reason, report.
 nlohmann::json evaluate_point(const Sweep& sweep, size_t index, bool allow_oom);
+
+// Simulates `points` of the sweep in up to `jobs` worker processes (tools/driver/process_pool.hpp)
+// and hands each result line to done(point, line) in the parent as it finishes; a worker that
+// dies without answering gives a line of status "error".
+void evaluate_points(const Sweep& sweep, const std::vector<size_t>& points, int jobs, bool allow_oom,
+                     const std::function<void(size_t, nlohmann::json)>& done);
 
 // What is wrong with `line` as a result line (the fields above, of the right types, the point
 // inside the sweep, a report that reads back); "" when nothing is.

@@ -5,6 +5,7 @@
 #include "models/collectives/protocol.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/core/units.hpp"
+#include "topologies/collective_groups.hpp"
 #include "tools/driver/collective_bench.hpp"
 #include "sim/simulate.hpp"
 #include "tools/stepsim/command.hpp"
@@ -85,10 +86,13 @@ int run(const CollectiveOptions& o)
   std::vector<int> members    = benchmark_group(s.platform, o.gpus, o.stride);
   const int n                 = static_cast<int>(members.size());
   try { // the node of each member, for algorithms that need it (hierarchical, NVLS)
-    std::vector<int> node;
-    for (int gpu : members)
-      node.push_back(gpu / std::max(1, s.platform.node_groups.front().gpus_per_node));
-    const GroupShape shape = group_shape(node);
+    // The group as the replay describes it (topologies/collective_groups.hpp describe_groups):
+    // a forced nvls is checked against the node's NVSwitch, as auto finds it.
+    Workload one;
+    one.groups.push_back(Group{"benchmark", members, {}, false, 0, {}});
+    describe_groups(one, s.platform, {}, s.simulation.nccl_channels);
+    const Group& g         = one.groups.front();
+    const GroupShape shape = group_shape(g.node_of_member, g.in_switch_reduction, g.channels);
     concrete_algorithm(chosen, *op, shape, 1.0).steps(*op, shape, 1.0);
   } catch (const std::invalid_argument& e) {
     throw InputError({fmt::format("--algorithm: {} (group of {} members)", e.what(), n)});

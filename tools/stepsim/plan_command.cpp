@@ -3,15 +3,13 @@
 #include "sim/input/json_reader.hpp"
 #include "sim/input/limits.hpp"
 #include "tools/driver/plan.hpp"
-#include "sim/core/input_error.hpp"
+#include "tools/driver/plan_request.hpp"
 #include "tools/stepsim/command.hpp"
-#include "sim/core/units.hpp"
 #include "workloads/schedules/schedule.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <memory>
 
@@ -27,73 +25,14 @@ struct PlanCommandOptions {
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
-// The context degree and how attention runs over it: "4" ring attention, "4u" Ulysses, "8u2" USP
-// (Ulysses over 2 ranks, ring attention across 4 such groups).
-std::string context_degree(const nlohmann::json& s)
-{
-  const int c                 = s["parallelism.context"].get<int>();
-  const std::string attention = s.value("parallelism.context_attention", std::string("ring"));
-  if (attention == "ulysses")
-    return fmt::format("{}u", c);
-  if (attention == "usp")
-    return fmt::format("{}u{}", c, s["parallelism.ulysses_degree"].get<int>());
-  return std::to_string(c);
-}
-
-std::string degrees(const nlohmann::json& s)
-{
-  return fmt::format("t{} c{} e{} p{} d{}", s["parallelism.tensor"].get<int>(), context_degree(s),
-                     s["parallelism.expert"].get<int>(), s["parallelism.pipeline"].get<int>(),
-                     s["parallelism.data"].get<int>());
-}
-
-// Nothing fits or divides: one message that says what is short, and by how much.
-[[noreturn]] void refuse(const PlanCommandOptions& o, const PlanResult& r)
-{
-  if (r.too_big > 0 && !r.closest_settings.is_null()) {
-    const double short_by = r.closest_need_bytes - r.closest_capacity_bytes;
-    // Model state and activations shrink about as 1/GPUs when every degree can grow with them.
-    const double gpus_needed = std::ceil(r.gpus * r.closest_need_bytes / r.closest_capacity_bytes);
-    throw InputError({fmt::format(
-        "{}: no configuration fits in memory on {} GPUs: the closest ({}, micro-batch {}, {}, ZeRO {}, recompute {}) "
-        "needs {:.2f} GiB per GPU{} where {:.2f} GiB are usable: {:.2f} GiB short. About {:.0f} GPUs of this kind "
-        "would hold it ({} configurations tried: {} do not divide or are not valid, {} do not fit)",
-        o.file, r.gpus, degrees(r.closest_settings), r.closest_settings["training.micro_batch_size"].get<int>(),
-        r.closest_settings["parallelism.schedule"].get<std::string>(),
-        r.closest_settings["parallelism.zero_stage"].get<int>(),
-        r.closest_settings["training.recompute"].get<std::string>(), r.closest_need_bytes / kGiB,
-        o.plan.headroom_bytes > 0 ? fmt::format(" (with {:.2f} GiB of headroom)", o.plan.headroom_bytes / kGiB) : "",
-        r.closest_capacity_bytes / kGiB, short_by / kGiB, gpus_needed, r.enumerated, r.invalid, r.too_big)});
-  }
-  throw InputError({fmt::format("{}: none of the {} configurations for {} GPUs can run: none divides the model, "
-                                "batch and GPUs ({} are not valid)",
-                                o.file, r.enumerated, r.gpus, r.invalid)});
-}
-
 int run_plan(PlanCommandOptions o)
 {
   nlohmann::json doc = read_json_file(o.file);
   for (const auto& a : o.sets)
     set_by_path(doc, a);
-  if (!o.headroom.empty()) {
-    const auto bytes = units::parse_bytes(o.headroom);
-    if (!bytes || *bytes < 0)
-      throw InputError({fmt::format("--headroom {}: expected memory per GPU with a unit, e.g. 4GiB or 2GB",
-                                    o.headroom)});
-    o.plan.headroom_bytes = *bytes;
-  }
-  o.plan.objective = o.objective == "cost" ? PlanObjective::Cost
-                     : o.objective == "energy" ? PlanObjective::Energy
-                                               : PlanObjective::Throughput;
-  for (size_t at = 0; !o.schedules.empty() && at != std::string::npos;) {
-    const size_t comma = o.schedules.find(',', at);
-    o.plan.schedules.push_back(o.schedules.substr(at, comma == std::string::npos ? comma : comma - at));
-    at = comma == std::string::npos ? comma : comma + 1;
-  }
+  o.plan                = with_text_options(o.plan, o.headroom, o.objective, o.schedules);
   const std::string dir = std::filesystem::path(o.file).parent_path().string();
-  PlanResult r          = plan(doc, dir, o.plan);
-  if (r.candidates.empty()) // a property of the input, not a failed simulation
-    refuse(o, r);
+  PlanResult r          = plan_or_refuse(doc, dir, o.plan, o.file);
   fmt::print("{} configurations: {} do not divide or are not valid, {} do not fit in memory{}, {} valid; simulated {}\n\n",
              r.enumerated, r.invalid, r.too_big,
              o.plan.headroom_bytes > 0 ? fmt::format(" with {:.2f} GiB of headroom", o.plan.headroom_bytes / kGiB) : "",

@@ -1,5 +1,6 @@
 // `stepsim run FILE`: simulate one training step and print its report.
 #include "sim/output/gantt_svg.hpp"
+#include "sim/output/html_run_report.hpp"
 #include "sim/output/report_csv.hpp"
 #include "sim/output/trace.hpp"
 #include "sim/simulate.hpp"
@@ -7,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -15,7 +17,7 @@ namespace {
 
 struct RunOptions {
   std::string file, json_out;
-  std::string csv_out, trace_out, svg_out; // the other outputs (see the footer)
+  std::string csv_out, trace_out, svg_out, html_out; // the other outputs (see the footer)
   std::vector<std::string> sets;
   bool quiet     = false;
   bool allow_oom = false;
@@ -29,10 +31,19 @@ int run(const RunOptions& o)
     sets.push_back("simulation.allow_oom=true");
   Scenario s  = load_scenario(o.file, sets);
   auto start  = std::chrono::steady_clock::now();
-  const bool pictures = !o.trace_out.empty() || !o.svg_out.empty();
+  const bool pictures = !o.trace_out.empty() || !o.svg_out.empty() || !o.html_out.empty();
+  // The page always shows the busiest links: without --links it asks for ten, for itself only.
+  const int page_links = !o.html_out.empty() && o.links == 0 ? 10 : 0;
   Timeline timeline;
-  Report r    = simulate(s, pictures ? &timeline : nullptr, o.links);
+  Report r    = simulate(s, pictures ? &timeline : nullptr, std::max(o.links, page_links));
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!o.html_out.empty())
+    write_text_file(o.html_out, html_run_report(r, &timeline));
+  if (page_links > 0) { // the other outputs as without --html: no links, nor the waits they bring
+    r.links.clear();
+    if (s.simulation.stragglers.empty() && s.simulation.jitter_sigma <= 0) // as sim/step_report.cpp keeps waits
+      r.waits.clear();
+  }
   if (!o.json_out.empty())
     write_text_file(o.json_out, to_json(r).dump(2) + "\n");
   if (!o.csv_out.empty())
@@ -58,6 +69,9 @@ std::function<int()> setup(CLI::App& sub)
   sub.add_option("--trace", o->trace_out,
                  "write a Chrome/Perfetto trace (open it in https://ui.perfetto.dev or chrome://tracing)");
   sub.add_option("--svg", o->svg_out, "write a Gantt chart of the step, one row per simulated rank, as SVG");
+  sub.add_option("--html", o->html_out,
+                 "write one self-contained HTML page: summary, stages, Gantt chart, memory against capacity and "
+                 "the busiest links (10 unless --links says)");
   sub.add_flag("--quiet,-q", o->quiet, "print nothing (use with --json)");
   sub.add_option("--links", o->links,
                  "report the N busiest links (default 10): bytes carried and busy fraction of the step, in the "
@@ -73,7 +87,8 @@ std::function<int()> setup(CLI::App& sub)
              "  stepsim run configs/scenarios/default.json --links 5        # the 5 busiest links\n"
              "  stepsim run configs/scenarios/default.json --csv report.csv      # header + one row, per-stage columns\n"
              "  stepsim run configs/scenarios/default.json --trace step.json     # open in https://ui.perfetto.dev\n"
-             "  stepsim run configs/scenarios/default.json --svg step.svg        # Gantt chart, open in a browser");
+             "  stepsim run configs/scenarios/default.json --svg step.svg        # Gantt chart, open in a browser\n"
+             "  stepsim run configs/scenarios/default.json --html step.html      # one page with all of it, offline");
   return [o] { return run(*o); };
 }
 

@@ -7,6 +7,7 @@
 #include "sim/core/input_error.hpp"
 #include "sim/input/json_reader.hpp"
 #include "sim/input/limits.hpp"
+#include "tools/driver/html_sweep_report.hpp"
 #include "tools/driver/process_pool.hpp"
 #include "tools/driver/sweep.hpp"
 #include "tools/stepsim/command.hpp"
@@ -31,6 +32,7 @@ namespace {
 
 struct SweepOptions {
   std::string file, prefix, shard;
+  std::string html; // --html OUT: the results as one page
   int jobs       = 1;
   bool allow_oom = false;
   bool quiet     = false;
@@ -171,17 +173,11 @@ int run_sweep(const SweepOptions& o)
   JournalWriter log(journal);
   Progress progress(shard_points, o.quiet);
   progress.advance(results.size());
-  run_in_processes(
-      todo, o.jobs, [&](size_t point) { return evaluate_point(sweep, point, o.allow_oom).dump(); },
-      [&](size_t point, std::string text) {
-        auto j = nlohmann::json::parse(text, nullptr, false);
-        if (text.empty() || j.is_discarded())
-          j = {{"point", point},  {"of", total},     {"sweep_digest", sweep.digest}, {"parameters", sweep.parameter_object(point)},
-               {"status", "error"}, {"reason", "the worker process died"}};
-        log.append(j.dump());
-        results.emplace(point, std::move(j));
-        progress.advance(results.size());
-      });
+  evaluate_points(sweep, todo, o.jobs, o.allow_oom, [&](size_t point, nlohmann::json j) {
+    log.append(j.dump());
+    results.emplace(point, std::move(j));
+    progress.advance(results.size());
+  });
 
   std::vector<nlohmann::json> ordered;
   size_t ok = 0, infeasible = 0, failed = 0;
@@ -197,6 +193,8 @@ int run_sweep(const SweepOptions& o)
     if (r["status"] == "ok" && (best == nullptr || r["report"]["tokens_per_s"] > (*best)["report"]["tokens_per_s"]))
       best = &r;
   write_results(prefix, sweep.columns(), ordered);
+  if (!o.html.empty())
+    write_text_file(o.html, html_sweep_report(sweep.name, sweep.columns(), ordered));
   std::filesystem::remove(journal);
   if (!o.quiet) {
     fmt::print("{}: {} simulated, {} infeasible, {} failed; wrote {}.csv and {}.jsonl\n", sweep.name, ok, infeasible,
@@ -261,8 +259,12 @@ std::function<int()> setup_sweep(CLI::App& sub)
   sub.add_option("--shard", o->shard, "run only slice K of N (K/N, e.g. for Slurm array jobs); join with `merge`");
   sub.add_flag("--allow-oom", o->allow_oom, "simulate points that do not fit in memory instead of marking them");
   sub.add_flag("--quiet,-q", o->quiet, "no progress or summary");
+  sub.add_option("--html", o->html,
+                 "also write the results as one self-contained HTML page: a sortable table of the points and a "
+                 "Pareto plot of tokens/s against memory per GPU or energy per token");
   sub.footer("Examples:\n  stepsim sweep configs/sweeps/gpt3-175b-1024.json -j 2\n"
-             "  stepsim sweep configs/sweeps/gpt3-175b-1024.json --shard 3/8 -o part3   (then: stepsim merge part*.jsonl)");
+             "  stepsim sweep configs/sweeps/gpt3-175b-1024.json --shard 3/8 -o part3   (then: stepsim merge part*.jsonl)\n"
+             "  stepsim sweep configs/sweeps/gpt3-175b-1024.json -j 2 -o gpt3 --html gpt3.html   # sortable table, Pareto plot");
   return [o] { return run_sweep(*o); };
 }
 

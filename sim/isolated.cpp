@@ -145,12 +145,12 @@ std::string DeferredChild::run(const std::string& input)
   return text;
 }
 
-Report simulate_isolated(const Scenario& s)
+nlohmann::json simulate_isolated_json(const Scenario& s, int link_count)
 {
   nlohmann::json out = nlohmann::json::parse(run_in_child([&] {
     nlohmann::json result;
     try {
-      result["report"] = to_json(simulate(s));
+      result["report"] = to_json(simulate(s, nullptr, link_count));
     } catch (const InputError& e) {
       result["input_error"] = e.problems();
     } catch (const std::exception& e) {
@@ -162,7 +162,9 @@ Report simulate_isolated(const Scenario& s)
     throw InputError(out["input_error"].get<std::vector<std::string>>());
   if (out.contains("error"))
     throw std::runtime_error(out["error"].get<std::string>());
-  return report_from_json(out["report"]);
+  return out["report"];
 }
+
+Report simulate_isolated(const Scenario& s) { return report_from_json(simulate_isolated_json(s)); }
 
 } // namespace stepsim

@@ -25,9 +25,6 @@
 
 namespace stepsim {
 
-namespace {
-
-// How the replay times the network, and the straggler knobs, from the scenario.
 ReplayOptions replay_options(const Scenario& s, const LinkEfficiency& links, int link_count)
 {
   ReplayOptions o;
@@ -43,9 +40,6 @@ ReplayOptions replay_options(const Scenario& s, const LinkEfficiency& links, int
   o.record_links = link_count > 0;
   return o;
 }
-
-
-} // namespace
 
 Workload cost_workload(const Scenario& s, const JobPlan& job, const CollectiveAlgorithm& collectives)
 {

@@ -9,7 +9,11 @@
 #include "topologies/preset.hpp"
 #include "workloads/models/model_kind.hpp"
 
+#include "sim/input/limits.hpp"
+
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 
 namespace stepsim {
 
@@ -26,6 +30,32 @@ Scenario scenario_from_json(const nlohmann::json& document, const std::string& b
   validate(s);
   balance_stage_layers(s);
   return s;
+}
+
+long long platform_gpus(const nlohmann::json& platform)
+{
+  const nlohmann::json expanded = expand_platform_preset(nlohmann::json{{"platform", platform}});
+  const auto integer = [](const nlohmann::json& g, const char* key, long long fallback) {
+    return g.contains(key) && g[key].is_number_integer() ? g[key].get<long long>() : fallback; // else the parser says
+  };
+  long long gpus = 0;
+  const nlohmann::json& groups = expanded["platform"].value("node_groups", nlohmann::json());
+  if (groups.is_array())
+    for (const auto& g : groups)
+      if (g.is_object())
+        gpus += std::clamp(integer(g, "count", 1), 0LL, limits::kMaxGpus) *
+                std::clamp(integer(g, "gpus_per_node", 8), 0LL, limits::kMaxGpusPerNode);
+  return gpus;
+}
+
+nlohmann::json platform_carrier(const std::string& name, const nlohmann::json& platform)
+{
+  const long long gpus = std::clamp(platform_gpus(platform), 1LL, static_cast<long long>(std::numeric_limits<int>::max()));
+  return {{"name", name},
+          {"model", {{"num_layers", 1}, {"hidden_size", 64}, {"num_attention_heads", 1}, {"seq_length", 8}, {"vocab_size", 64}}},
+          {"training", {{"global_batch_size", gpus}}},
+          {"parallelism", {{"data", gpus}}},
+          {"platform", platform}};
 }
 
 Scenario load_scenario(const std::string& file, const std::vector<std::string>& assignments)

@@ -22,6 +22,14 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& base_
 // Parses and validates an in-memory document (tests, sweeps).
 Scenario scenario_from_json(const nlohmann::json& document, const std::string& base_dir = ".");
 
+// A scenario document that only carries `platform`: a one-layer model and data parallelism over
+// every GPU, for commands that time their own workload on a platform (`stepsim collective`, the
+// recorded traces' replay). platform_gpus counts the GPUs of a platform object not yet checked
+// (each node group's count × gpus_per_node, clamped to the parser's bounds; the parser reports
+// what is wrong).
+long long platform_gpus(const nlohmann::json& platform);
+nlohmann::json platform_carrier(const std::string& name, const nlohmann::json& platform);
+
 // Checks what needs the registries and the device catalogue; throws InputError naming each path.
 void validate(const Scenario& s);
 
@@ -43,6 +51,9 @@ Report simulate(const Scenario& s, Timeline* timeline = nullptr, int link_count 
 // neighbouring stages (sim/stage_split.cpp); any other scenario as it is. simulate() runs it.
 Scenario with_refined_stage_split(const Scenario& s);
 Report simulate_isolated(const Scenario& s);
+// The same in a child process, its report as `run --json` writes it (to_json), with the `link_count`
+// busiest links; InputError and other failures of the child are thrown again here.
+nlohmann::json simulate_isolated_json(const Scenario& s, int link_count = 0);
 
 // Runs `body` in a forked child process and returns the text it produced (SimGrid's one engine
 // per process makes this the way to run several simulations from one program).

@@ -11,6 +11,7 @@
 
 #include "models/collectives/collective.hpp"
 #include "models/device.hpp"
+#include "models/link_calibration.hpp"
 #include "sim/core/report.hpp"
 #include "sim/core/scenario.hpp"
 #include "sim/core/task_graph.hpp"
@@ -51,6 +52,11 @@ struct StepReplay {
   // for their peers on this platform, sim/engine/shadows.hpp); "" when it ran as lowered.
   std::string full_fidelity_reason;
 };
+// How the replay times the network (network_fidelity, the calibrated base latency of a
+// collective) and the straggler and jitter knobs, from the scenario; with `link_count` > 0 it
+// records what each link carried. The recorded traces' replay (sim/trace_replay.hpp) takes it too.
+ReplayOptions replay_options(const Scenario& s, const LinkEfficiency& links, int link_count);
+
 // Replaces `workload` with the full-fidelity one when its representatives cannot stand for their
 // peers (StepReplay::full_fidelity_reason).
 StepReplay replay_step(const Scenario& s, const JobPlan& job, Workload& workload,

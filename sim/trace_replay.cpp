@@ -1,6 +1,7 @@
 #include "sim/trace_replay.hpp"
 
 #include "sim/simulate.hpp"
+#include "sim/stages.hpp"
 
 #include "models/compute/compute_model.hpp"
 #include "models/device.hpp"
@@ -42,25 +43,10 @@ Scenario platform_scenario_of(const std::string& file, const std::vector<std::st
     set_by_path(doc, a);
   if (!doc.is_object() || !doc.contains("platform") || !doc["platform"].is_object())
     throw InputError({fmt::format("{}: expected a scenario or platform file with a \"platform\" object", file)});
-  const nlohmann::json expanded = expand_platform_preset(nlohmann::json{{"platform", doc["platform"]}});
-  const nlohmann::json& platform = expanded["platform"];
-  long long gpus = 0;
-  auto integer   = [](const nlohmann::json& g, const char* key, long long fallback) {
-    return g.contains(key) && g[key].is_number_integer() ? g[key].get<long long>() : fallback; // else the parser says
-  };
-  if (platform.contains("node_groups") && platform["node_groups"].is_array())
-    for (const auto& g : platform["node_groups"])
-      if (g.is_object())
-        gpus += std::clamp(integer(g, "count", 1), 0LL, limits::kMaxGpus) *
-                std::clamp(integer(g, "gpus_per_node", 8), 0LL, limits::kMaxGpusPerNode);
-  gpus = std::clamp(gpus, 1LL, static_cast<long long>(std::numeric_limits<int>::max()));
-  nlohmann::json carrier = {
-      {"name", doc.contains("name") && doc["name"].is_string() ? doc["name"].get<std::string>()
-                                                                : std::filesystem::path(file).stem().string()},
-      {"model", {{"num_layers", 1}, {"hidden_size", 64}, {"num_attention_heads", 1}, {"seq_length", 8}, {"vocab_size", 64}}},
-      {"training", {{"global_batch_size", gpus}}},
-      {"parallelism", {{"data", gpus}}},
-      {"platform", doc["platform"]}};
+  nlohmann::json carrier = platform_carrier(doc.contains("name") && doc["name"].is_string()
+                                                 ? doc["name"].get<std::string>()
+                                                 : std::filesystem::path(file).stem().string(),
+                                             doc["platform"]);
   if (doc.contains("simulation"))
     carrier["simulation"] = doc["simulation"];
   return scenario_from_json(carrier, std::filesystem::path(file).parent_path().string());
@@ -74,22 +60,6 @@ std::vector<std::string> gpu_types(const PlatformSpec& platform)
     for (long long i = 0; i < static_cast<long long>(g.count) * g.gpus_per_node; ++i)
       types.push_back(g.gpu);
   return types;
-}
-
-// How the replay times the network and the straggler knobs (as the scenario road's replay_options).
-ReplayOptions replay_options(const Scenario& s, const LinkEfficiency& links)
-{
-  ReplayOptions o;
-  o.analytic_network          = s.simulation.network_fidelity == "analytic";
-  o.collective_base_latency_s = links.collective_base_latency_s;
-  for (const auto& st : s.simulation.stragglers)
-    if (st.rank >= 0) {
-      o.compute_slowdown.resize(static_cast<size_t>(s.platform.total_gpus()), 1.0);
-      o.compute_slowdown[static_cast<size_t>(st.rank)] *= st.slowdown;
-    }
-  o.jitter_sigma = s.simulation.jitter_sigma;
-  o.jitter_seed  = s.simulation.jitter_seed;
-  return o;
 }
 
 std::string files_of(const std::vector<RecordedRank>& ranks)
@@ -150,7 +120,7 @@ TraceReplayReport replay_traces(const TraceReplayOptions& o)
   std::vector<simgrid::s4u::Host*> host_of_rank(platform.gpus.begin(), platform.gpus.begin() + static_cast<long>(ranks.size()));
   ReplayResult result;
   try {
-    result = replay(w, host_of_rank, collectives, replay_options(s, links));
+    result = replay(w, host_of_rank, collectives, replay_options(s, links, 0));
   } catch (const Deadlock& e) {
     // Ranks that wait for each other in different orders (a collective or transfer one rank posts
     // before what another rank waits for first) hang on the real machine too. The engine names the

@@ -1,4 +1,5 @@
 #include "sim/output/gantt_svg.hpp"
+#include "sim/output/html_page.hpp"
 
 #include <fmt/format.h>
 
@@ -71,23 +72,9 @@ double total(const std::vector<Span>& spans)
   return sum;
 }
 
-std::string escaped(const std::string& text)
-{
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-    case '&': out += "&amp;"; break;
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '"': out += "&quot;"; break;
-    default: out += c;
-    }
-  }
-  return out;
-}
-
-// A tenth of a pixel is finer than any screen shows.
-std::string px(double v) { return fmt::format("{:.1f}", v); }
+// Names in the chart are escaped, and coordinates written, as the HTML pages write them.
+using html::px;
+std::string escaped(const std::string& text) { return html::escape(text); }
 
 // Colour-blind-safe (Okabe–Ito) colours, one CSS class per pass.
 struct PassStyle {

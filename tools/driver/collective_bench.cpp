@@ -161,28 +161,15 @@ Scenario platform_scenario(const std::string& preset, const std::string& platfor
   if (nodes > 0 && platform.contains("node_groups") && platform["node_groups"].is_array() &&
       !platform["node_groups"].empty() && platform["node_groups"][0].is_object())
     platform["node_groups"][0]["count"] = nodes;
-  // The scenario only carries the platform: a one-layer model, pure data parallelism over every GPU.
-  long long gpus = 0;
-  auto integer   = [](const nlohmann::json& g, const char* key, long long fallback) {
-    return g.contains(key) && g[key].is_number_integer() ? g[key].get<long long>() : fallback; // else the parser says
-  };
-  if (platform.contains("node_groups") && platform["node_groups"].is_array())
-    for (const auto& g : platform["node_groups"])
-      if (g.is_object())
-        gpus += std::clamp(integer(g, "count", 1), 0LL, limits::kMaxGpus) *
-                std::clamp(integer(g, "gpus_per_node", 8), 0LL, limits::kMaxGpusPerNode);
+  const long long gpus = platform_gpus(platform);
   if (gpus > limits::kMaxCollectiveBenchGpus)
     throw InputError({fmt::format("{}: {} GPUs; the collective benchmark replays one collective over every GPU, which "
                                   "beyond {} takes many minutes (an 8,192-node ring needed 34 GB); expected at most "
                                   "that many",
                                   nodes > 0 ? "--nodes" : (preset.empty() ? "--platform" : "--preset"), gpus,
                                   limits::kMaxCollectiveBenchGpus)});
-  nlohmann::json scenario = {
-      {"name", preset.empty() ? std::filesystem::path(file).stem().string() : preset},
-      {"model", {{"num_layers", 1}, {"hidden_size", 64}, {"num_attention_heads", 1}, {"seq_length", 8}, {"vocab_size", 64}}},
-      {"training", {{"global_batch_size", std::max(1LL, gpus)}}},
-      {"parallelism", {{"data", std::max(1LL, gpus)}}},
-      {"platform", platform}};
+  const nlohmann::json scenario =
+      platform_carrier(preset.empty() ? std::filesystem::path(file).stem().string() : preset, platform);
   return scenario_from_json(scenario, std::filesystem::path(file).parent_path().string());
 }
 

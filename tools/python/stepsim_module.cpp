@@ -102,23 +102,9 @@ py::object run_function(py::object scenario, py::object set, bool allow_oom, int
       return scenario_from_json(input.document, ".");
     }();
     // The report as the child wrote it (to_json, as `run --json` writes it), not read back.
-    out = json::parse(run_in_child([&] {
-      json result;
-      try {
-        result["report"] = to_json(simulate(s, nullptr, links));
-      } catch (const InputError& e) {
-        result["input_error"] = e.problems();
-      } catch (const std::exception& e) {
-        result["error"] = e.what();
-      }
-      return result.dump();
-    }));
+    out = simulate_isolated_json(s, links);
   }
-  if (out.contains("input_error"))
-    throw InputError(out["input_error"].get<std::vector<std::string>>());
-  if (out.contains("error"))
-    throw std::runtime_error(out["error"].get<std::string>());
-  return to_python(out["report"]);
+  return to_python(out);
 }
 
 // ---- stepsim.sweep ----------------------------------------------------------------------------

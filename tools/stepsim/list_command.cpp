@@ -7,6 +7,7 @@
 #include "tools/stepsim/command.hpp"
 #include "workloads/models/model_kind.hpp"
 #include "workloads/schedules/schedule.hpp"
+#include "workloads/traces/recorded_trace.hpp"
 
 #include <fmt/format.h>
 
@@ -29,6 +30,7 @@ int list()
   print_registry<ComputeModelRegistry>("compute models (simulation.compute_model)");
   print_registry<FrameworkRegistry>("framework profiles (training.framework)");
   print_registry<ModelKindRegistry>("model kinds (model.architecture)");
+  print_registry<TraceFormatRegistry>("recorded trace formats (stepsim replay, told by each file's content)");
   return 0;
 }
 
@@ -43,7 +45,7 @@ int devices()
 }
 
 const bool registered_list = CommandRegistry::add(
-    "list", "list schedules, collective algorithms, fabrics, cost models",
+    "list", "list schedules, collective algorithms, fabrics, cost models, trace formats",
     Command{[](CLI::App&) -> std::function<int()> { return list; }});
 const bool registered_devices = CommandRegistry::add(
     "devices", "list the device catalogue", Command{[](CLI::App&) -> std::function<int()> { return devices; }});

@@ -163,6 +163,14 @@ TEST_CASE("every bad input exits with 2 and names the JSON path", "[bad_inputs]"
     for (const auto& expected : lines_of(read_file(kCorpus / (name + ".expected"))))
       CHECK(stderr_.find(expected) != std::string::npos);
     auto error_lines = lines_of(stderr_);
+    // Under `make sanitize`, ASan warns (three lines) when SimGrid switches an actor's stack: a
+    // real sanitizer error aborts instead of exiting 2, so its warnings are not stepsim's lines.
+    error_lines.erase(std::remove_if(error_lines.begin(), error_lines.end(),
+                                     [](const std::string& l) {
+                                       return l.rfind("==", 0) == 0 || l == "False positive error reports may follow" ||
+                                              l.rfind("For details see https://github.com/google/sanitizers/", 0) == 0;
+                                     }),
+                      error_lines.end());
     CHECK_FALSE(error_lines.empty());
     for (const auto& line : error_lines) {
       INFO(line);

@@ -2,13 +2,60 @@
 
 #include "models/device.hpp"
 #include "sim/input/json_reader.hpp"
+#include "sim/input/platform_parse.hpp"
+#include "sim/core/scenario_check.hpp"
+
+#include <fmt/format.h>
 
 #include <filesystem>
+#include <optional>
 
 namespace stepsim {
 
+namespace {
+
+// The calibration in force instead of links.json while a ScopedLinkEfficiency lives.
+std::optional<LinkEfficiency>& override_slot()
+{
+  static std::optional<LinkEfficiency> slot;
+  return slot;
+}
+
+// "nic_kinds": one entry per kind of sim/input/platform_parse.hpp nic_kind_names(), each with its
+// achieved efficiency and per-step latency and their sources. infiniband's figures are the `nic`
+// entry's (the fabric they were fitted on), repeated so that every kind reads alike; a
+// difference is refused, so that a refit of one cannot leave the other behind.
+void read_nic_kinds(JsonReader kinds, LinkEfficiency& e)
+{
+  kinds.raw("description");
+  for (const auto& name : nic_kind_names()) {
+    JsonReader k = kinds.object(name, true);
+    NicKindCost c;
+    c.efficiency = k.number("efficiency", std::nullopt, 0, true);
+    if (c.efficiency > 1.0)
+      kinds.problems().add(k.path_of("efficiency"), "expected a fraction no larger than 1");
+    c.step_s = k.time("step_latency", 0.0);
+    if (c.step_s > 1e-3)
+      kinds.problems().add(k.path_of("step_latency"), "expected a per-step latency below 1 ms");
+    k.text("source");
+    k.text("step_latency_source");
+    k.raw("notes");
+    k.reject_unknown_keys();
+    if (name == nic_kind_names().front() && (c.efficiency != e.nic || c.step_s != e.nic_step_s))
+      kinds.problems().add(k.path(), fmt::format("expected the `nic` entry's figures (efficiency {:g}, step_latency "
+                                                 "{:g}us): infiniband is the fabric they were fitted on",
+                                                 e.nic, e.nic_step_s * 1e6));
+    e.nic_kinds[name] = c;
+  }
+  kinds.reject_unknown_keys();
+}
+
+} // namespace
+
 LinkEfficiency load_link_efficiency()
 {
+  if (const auto& scoped = override_slot())
+    return *scoped;
   LinkEfficiency e;
   const std::string file = config_dir() + "/calibration/links.json";
   if (!std::filesystem::exists(file))
@@ -75,16 +122,173 @@ LinkEfficiency load_link_efficiency()
     protocols.reject_unknown_keys();
     e.protocols_loaded = true;
   }
+  if (r.has("nic_kinds"))
+    read_nic_kinds(r.object("nic_kinds"), e);
   r.raw("description");
   r.reject_unknown_keys();
   problems.throw_if_any();
   return e;
 }
 
+NicKindCost LinkEfficiency::nic_kind(const std::string& kind) const
+{
+  if (auto it = nic_kinds.find(kind); it != nic_kinds.end())
+    return it->second;
+  return NicKindCost{nic, nic_step_s};
+}
+
 const LinkEfficiency& link_efficiency()
 {
+  if (const auto& scoped = override_slot())
+    return *scoped;
   static const LinkEfficiency e = load_link_efficiency();
   return e;
 }
 
+} // namespace stepsim
+
+namespace stepsim {
+
+LinkEfficiency load_network_calibration(const std::string& file, const LinkEfficiency& base, const std::string& named_by)
+{
+  if (!std::filesystem::exists(file))
+    throw InputError({fmt::format("{}: no network calibration file \"{}\" (expected one written by `stepsim "
+                                  "calibrate network -o FILE`)",
+                                  named_by, file)});
+  LinkEfficiency e = base;
+  try {
+    const nlohmann::json doc =
+        parse_json_text(read_bounded_file(file, kMaxJsonFileBytes, "a network calibration file"), file);
+    Problems problems;
+    JsonReader r(doc, "", problems);
+    // Every key the file may hold, so that a misspelt one is named with the closest of them.
+    for (const char* key : {"nvswitch", "pcie", "nic", "nic_kinds", "collective_base_latency", "protocols"})
+      r.raw(key);
+    // Each link entry as links.json writes it; what an entry leaves out keeps links.json's figure.
+    auto link = [&](JsonReader l, double& efficiency, double& step) {
+      efficiency = l.number("efficiency", efficiency, 0, true);
+      if (efficiency > 1.0)
+        problems.add(l.path_of("efficiency"), "expected a fraction no larger than 1");
+      step = l.time("step_latency", step);
+      if (step > 1e-3)
+        problems.add(l.path_of("step_latency"), "expected a per-step latency below 1 ms");
+      l.raw("source");
+      l.raw("step_latency_source");
+      l.raw("notes");
+      l.reject_unknown_keys();
+    };
+    if (r.has("nvswitch")) {
+      JsonReader nvswitch = r.object("nvswitch");
+      if (nvswitch.has("in_switch_reduction")) {
+        e.nvls_reduction_Bps = nvswitch.bandwidth("in_switch_reduction");
+        if (!(e.nvls_reduction_Bps > 0))
+          problems.add(nvswitch.path_of("in_switch_reduction"), "expected a positive bandwidth such as 274GBps");
+      }
+      nvswitch.raw("in_switch_reduction_source");
+      link(nvswitch, e.nvswitch, e.nvswitch_step_s);
+    }
+    if (r.has("pcie"))
+      link(r.object("pcie"), e.pcie, e.pcie_step_s);
+    if (r.has("nic")) {
+      link(r.object("nic"), e.nic, e.nic_step_s);
+      if (auto it = e.nic_kinds.find(nic_kind_names().front()); it != e.nic_kinds.end())
+        it->second = NicKindCost{e.nic, e.nic_step_s}; // `nic` is infiniband's
+    }
+    if (r.has("nic_kinds")) {
+      JsonReader kinds = r.object("nic_kinds");
+      for (const auto& name : nic_kind_names())
+        kinds.raw(name);
+      for (const auto& name : nic_kind_names())
+        if (kinds.has(name)) {
+          NicKindCost c = e.nic_kind(name);
+          link(kinds.object(name), c.efficiency, c.step_s);
+          e.nic_kinds[name] = c;
+          if (name == nic_kind_names().front()) {
+            e.nic        = c.efficiency;
+            e.nic_step_s = c.step_s;
+          }
+        }
+      kinds.reject_unknown_keys();
+    }
+    if (r.has("collective_base_latency")) {
+      JsonReader b                = r.object("collective_base_latency");
+      e.collective_base_latency_s = b.time("value", e.collective_base_latency_s);
+      if (e.collective_base_latency_s > 1e-3)
+        problems.add(b.path_of("value"), "expected a base latency below 1 ms");
+      b.raw("source");
+      b.reject_unknown_keys();
+    }
+    if (r.has("protocols")) { // each protocol's base latency per algorithm (links.json "protocols")
+      JsonReader protocols = r.object("protocols");
+      const char* names[]  = {"LL", "LL128", "Simple"};
+      for (const char* name : names)
+        protocols.raw(name);
+      for (size_t i = 0; i < e.protocols.size(); ++i) {
+        if (!protocols.has(names[i]))
+          continue;
+        JsonReader p    = protocols.object(names[i]);
+        ProtocolCost& c = e.protocols[i];
+        // What one byte of payload costs on the wire: for LL the fit's figure of LL's bandwidth
+        // on this cluster (NCCL's tuner gives ring LL a quarter of the bus bandwidth, not the
+        // half its flags take: tuning.cc).
+        c.wire_factor = p.number("wire_bytes_per_byte", c.wire_factor, 1.0);
+        if (c.wire_factor > 64)
+          problems.add(p.path_of("wire_bytes_per_byte"), "expected a factor from 1 to 64");
+        p.raw("wire_bytes_per_byte_source");
+        JsonReader b    = p.object("base_latency");
+        c.base_ring_s   = b.time("ring", c.base_ring_s);
+        c.base_tree_s   = b.time("tree", c.base_tree_s);
+        c.base_nvls_s   = b.time("nvls", c.base_nvls_s);
+        c.base_other_s  = b.time("other", c.base_other_s);
+        for (double v : {c.base_ring_s, c.base_tree_s, c.base_nvls_s, c.base_other_s})
+          if (v > 1e-3)
+            problems.add(b.path(), "expected latencies below 1 ms");
+        b.raw("source");
+        b.reject_unknown_keys();
+        p.reject_unknown_keys();
+      }
+      protocols.reject_unknown_keys();
+    }
+    r.raw("description");
+    r.raw("fitted_on"); // the logs and the fit's summary, for people
+    r.raw("fit");
+    r.reject_unknown_keys();
+    problems.throw_if_any();
+  } catch (const InputError& error) {
+    std::vector<std::string> named;
+    for (const auto& p : error.problems())
+      named.push_back(fmt::format("{}: in \"{}\", {}", named_by, file, p));
+    throw InputError(named);
+  }
+  return e;
+}
+
+ScopedLinkEfficiency::ScopedLinkEfficiency(const LinkEfficiency& links) : previous_(override_slot())
+{
+  override_slot() = links;
+}
+
+ScopedLinkEfficiency::~ScopedLinkEfficiency() { override_slot() = previous_; }
+
+} // namespace stepsim
+
+namespace stepsim {
+
+std::unique_ptr<ScopedLinkEfficiency> network_calibration_scope(const SimulationSpec& s)
+{
+  if (s.network_calibration.empty())
+    return nullptr;
+  return std::make_unique<ScopedLinkEfficiency>(
+      load_network_calibration(s.network_calibration, load_link_efficiency(), "simulation.network_calibration"));
+}
+
+namespace {
+
+// A calibration file that is missing or malformed is bad input found by `stepsim validate`, not a
+// failure in the middle of a sweep.
+const bool checked = ScenarioCheckRegistry::add(
+    "network_calibration", "simulation.network_calibration names a readable calibration file",
+    ScenarioCheck{[](const Scenario& s) { network_calibration_scope(s.simulation); }});
+
+} // namespace
 } // namespace stepsim

@@ -7,6 +7,9 @@
 #include "sim/core/scenario.hpp"
 
 #include <array>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 
 namespace stepsim {
@@ -19,6 +22,14 @@ struct ProtocolCost {
   double step_between_s = 0; // per step on a path between nodes
   // NCCL's baseLat per algorithm: ring, tree, nvls, and the rest (direct, halving-doubling, ...).
   double base_ring_s = 0, base_tree_s = 0, base_nvls_s = 0, base_other_s = 0;
+};
+
+// What one kind of NIC (platform nic.kind: infiniband, roce, efa, tcpx, tcpxo, ethernet) achieves,
+// from links.json "nic_kinds".<kind>: the fraction of its rated bandwidth and the per-step latency
+// added to its NIC-to-NIC latency, as `nic` / `nic_step_s` below are for InfiniBand.
+struct NicKindCost {
+  double efficiency = 1.0;
+  double step_s     = 0;
 };
 
 struct LinkEfficiency {
@@ -39,12 +50,43 @@ struct LinkEfficiency {
   // none (collectives then run without protocol costs).
   bool protocols_loaded = false;
   std::array<ProtocolCost, 3> protocols{};
+  // Per NIC kind (links.json "nic_kinds"); a kind missing here (no "nic_kinds" in the file) takes
+  // `nic` and `nic_step_s`, which are infiniband's.
+  std::map<std::string, NicKindCost> nic_kinds;
+  NicKindCost nic_kind(const std::string& kind) const;
 };
 
-// configs/calibration/links.json, or all 1.0 when the file is absent.
+// configs/calibration/links.json, or all 1.0 when the file is absent (or the ScopedLinkEfficiency in
+// force, below).
 LinkEfficiency load_link_efficiency();
 // The same, read once per process (for the collective models).
 const LinkEfficiency& link_efficiency();
+
+// A cluster's own calibration (`stepsim calibrate network -o FILE`): links.json's entries it holds
+// (nvswitch, pcie, nic, nic_kinds.<kind>, collective_base_latency, protocols.<name>.base_latency)
+// laid over `base`. InputError names `named_by` (the option or scenario key), the file and the JSON
+// path.
+LinkEfficiency load_network_calibration(const std::string& file, const LinkEfficiency& base,
+                                        const std::string& named_by);
+
+// While one lives, link_efficiency() and load_link_efficiency() answer `links` instead of
+// links.json: one run's own calibration (a scenario's simulation.network_calibration, `stepsim
+// collective --network-calibration`), set before the simulation; the children forked for it
+// inherit it. The previous answer comes back when it ends.
+class ScopedLinkEfficiency {
+public:
+  explicit ScopedLinkEfficiency(const LinkEfficiency& links);
+  ~ScopedLinkEfficiency();
+  ScopedLinkEfficiency(const ScopedLinkEfficiency&)            = delete;
+  ScopedLinkEfficiency& operator=(const ScopedLinkEfficiency&) = delete;
+
+private:
+  std::optional<LinkEfficiency> previous_;
+};
+
+// The scope of a scenario's simulation.network_calibration, for its simulation (nullptr when the
+// key is absent). InputError as load_network_calibration.
+std::unique_ptr<ScopedLinkEfficiency> network_calibration_scope(const SimulationSpec& s);
 
 // with_achieved_bandwidth (topologies/nodes/node_type.hpp) scales a platform's links by these.
 

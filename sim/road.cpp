@@ -132,6 +132,8 @@ StepReplay replay_step(const Scenario& s, const JobPlan& job, Workload& workload
 
 Report simulate(const Scenario& given, Timeline* timeline, int link_count)
 {
+  // The scenario's own network calibration for this run only (and the children it forks).
+  const auto calibration = network_calibration_scope(given.simulation);
   if (given.training.federated.enabled) // a round on edge devices: its own road (sim/federated.hpp)
     return simulate_federated(given);
   const Scenario s  = with_refined_stage_split(given);

@@ -360,3 +360,161 @@ TEST_CASE("replayed collectives take their textbook time on an idle fat-tree")
     }
   }
 }
+
+namespace {
+
+// Bytes the members of `node` send to members of other nodes, over every lane and step.
+double bytes_across(const CollectiveAlgorithm& a0, CollectiveOp op, const GroupShape& g, double S, int node)
+{
+  const auto& a   = concrete_algorithm(a0, op, g, S);
+  double total    = 0;
+  const int steps = a.steps(op, g, S);
+  for (int lane = 0; lane < lanes_of(a, op, g, S); ++lane)
+    for (int m : g.node_members[static_cast<size_t>(node)])
+      for (int k = 0; k < steps; ++k) {
+        const CollectiveStep s = a.step(op, g, S, lane, m, k);
+        for (int q = 0; q < s.sends; ++q)
+          if (g.node_of_member[static_cast<size_t>(s.send_to[static_cast<size_t>(q)])] != node)
+            total += s.bytes;
+      }
+  return total;
+}
+
+// A DGX-1's hybrid cube mesh as the engine measures it (topologies/nodes/dgx1_cube_mesh.cpp):
+// a pair joined by one or two NVLinks at one hop, the others two hops apart.
+std::vector<std::vector<PathCost>> cube_mesh(const std::vector<int>& gpus)
+{
+  const int width[8][8] = {{0, 1, 1, 2, 2, 0, 0, 0}, {1, 0, 2, 1, 0, 2, 0, 0}, {1, 2, 0, 2, 0, 0, 1, 0},
+                           {2, 1, 2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 1, 1, 2}, {0, 2, 0, 0, 1, 0, 2, 1},
+                           {0, 0, 1, 0, 1, 2, 0, 2}, {0, 0, 0, 1, 2, 1, 2, 0}};
+  const size_t n = gpus.size();
+  std::vector<std::vector<PathCost>> cost(n, std::vector<PathCost>(n));
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b) {
+      const int w = width[gpus[a]][gpus[b]];
+      cost[a][b]  = w > 0 ? PathCost{1e-6, w * 25e9} : PathCost{2e-6, 25e9};
+    }
+  return cost;
+}
+
+} // namespace
+
+TEST_CASE("across 2 nodes the trees put half the ring's bytes through each node's NICs", "[collectives_nccl]")
+{
+  const double S   = 1 << 28;
+  const auto& ring = CollectiveRegistry::get("ring", "");
+  const auto& tree = CollectiveRegistry::get("tree", "");
+  const auto& nvlt = CollectiveRegistry::get("nvls_tree", "");
+  const auto& coll = CollectiveRegistry::get("collnet", "");
+  GroupShape two = nodes_of(2, 8, true);
+  two.in_network_reduction = true;
+  for (int node : {0, 1}) {
+    INFO("node " << node);
+    CHECK(bytes_across(ring, CollectiveOp::AllReduce, two, S, node) == Approx(2.0 * 15 / 16 * S));
+    CHECK(bytes_across(tree, CollectiveOp::AllReduce, two, S, node) == Approx(S));
+    CHECK(bytes_across(nvlt, CollectiveOp::AllReduce, two, S, node) == Approx(S));
+    CHECK(bytes_across(coll, CollectiveOp::AllReduce, two, S, node) == Approx(S));
+  }
+  // Over more nodes a node internal in one tree sends 2S, as much as the ring; CollNet still S.
+  GroupShape eight = nodes_of(8, 4, true);
+  eight.in_network_reduction = true;
+  double tree_total = 0;
+  for (int node = 0; node < 8; ++node) {
+    const double across = bytes_across(nvlt, CollectiveOp::AllReduce, eight, S, node);
+    CHECK(across <= 2 * S * (1 + 1e-9));
+    tree_total += across;
+    CHECK(bytes_across(coll, CollectiveOp::AllReduce, eight, S, node) == Approx(S));
+  }
+  CHECK(tree_total == Approx(2 * 7 * S)); // 2 trees x 7 edges x (S/2 up + S/2 down)
+  // Inside the node NVLS-tree's GPU links carry S + S/k each way (the NVSwitch's share), CollNet's
+  // without NVLS the scatter and the gather, 2(k-1)/k S.
+  for (int m : {0, 5}) {
+    const double sent = bytes_sent_per_member(nvlt, CollectiveOp::AllReduce, two, S, m);
+    CHECK(sent == Approx(S * (1 + 1.0 / 8) + S / 8)); // the switch's share, then its trees' S/8 across
+    CHECK(bytes_received_per_member(nvlt, CollectiveOp::AllReduce, two, S, m) == Approx(sent));
+  }
+  GroupShape plain = nodes_of(2, 4, false);
+  plain.in_network_reduction = true;
+  CHECK(bytes_sent_per_member(coll, CollectiveOp::AllReduce, plain, S, 1) == Approx(2.0 * 3 / 4 * S + S / 4));
+  for (const GroupShape& g : {two, eight, plain})
+    for (const CollectiveAlgorithm* a : {&nvlt, &coll})
+      if (supported(*a, CollectiveOp::AllReduce, g))
+        for (double bytes : {1e3, 64e6})
+          check_matching(*a, CollectiveOp::AllReduce, g, bytes);
+}
+
+TEST_CASE("nvls_tree and collnet refuse what the platform cannot run", "[collectives_nccl]")
+{
+  const auto& nvlt = CollectiveRegistry::get("nvls_tree", "");
+  const auto& coll = CollectiveRegistry::get("collnet", "");
+  CHECK_THROWS_WITH(nvlt.steps(CollectiveOp::AllReduce, nodes_of(1, 8, true), 1.0), Catch::Contains("across nodes"));
+  CHECK_THROWS_WITH(nvlt.steps(CollectiveOp::AllReduce, nodes_of(2, 8, false), 1.0), Catch::Contains("NVSwitch"));
+  CHECK_THROWS_WITH(nvlt.steps(CollectiveOp::AllReduce, nodes_of(4, 1, true), 1.0), Catch::Contains("at least 2"));
+  CHECK_THROWS_WITH(nvlt.steps(CollectiveOp::AllGather, nodes_of(2, 8, true), 1.0), Catch::Contains("all_gather"));
+  CHECK_THROWS_WITH(coll.steps(CollectiveOp::AllReduce, nodes_of(2, 8, true), 1.0),
+                    Catch::Contains("SHARP") && Catch::Contains("platform.network.sharp"));
+  GroupShape one = nodes_of(1, 8);
+  one.in_network_reduction = true;
+  CHECK_THROWS_WITH(coll.steps(CollectiveOp::AllReduce, one, 1.0), Catch::Contains("one node"));
+  GroupShape sharp = nodes_of(4, 2);
+  sharp.in_network_reduction = true;
+  CHECK_NOTHROW(coll.steps(CollectiveOp::AllReduce, sharp, 1.0));
+  CHECK_NOTHROW(nvlt.steps(CollectiveOp::AllReduce, nodes_of(2, 8, true), 1.0));
+}
+
+TEST_CASE("auto considers NVLS-tree and CollNet only where the platform has them", "[collectives_nccl]")
+{
+  const auto& a = CollectiveRegistry::get("auto", "");
+  auto names    = [&](const GroupShape& g) {
+    std::set<std::string> out;
+    for (const auto* c : a.candidates(CollectiveOp::AllReduce, g))
+      out.insert(c->name);
+    return out;
+  };
+  GroupShape g = nodes_of(2, 8, false);
+  CHECK(names(g) == std::set<std::string>{"ring", "tree"});
+  g = nodes_of(2, 8, true);
+  CHECK(names(g) == std::set<std::string>{"ring", "tree", "nvls_tree"});
+  g.in_network_reduction = true;
+  CHECK(names(g) == std::set<std::string>{"ring", "tree", "nvls_tree", "collnet"});
+  // Two NVLS nodes of 8 H100s with 8 NICs each: the NVLS-tree halves what crosses the NICs and
+  // wins on large messages.
+  GroupShape h100 = nodes_of(2, 8, true);
+  h100.intra      = PathCost{1.3e-6, 351e9};
+  h100.inter      = PathCost{1.8e-6, 46e9};
+  CHECK(concrete_algorithm(a, CollectiveOp::AllReduce, h100, 1 << 30).name == "nvls_tree");
+}
+
+TEST_CASE("NCCL's ring search finds the DGX-1 cube mesh's rings", "[collectives_nccl]")
+{
+  const std::vector<int> all{0, 1, 2, 3, 4, 5, 6, 7};
+  const auto rings = find_rings(cube_mesh(all));
+  // Three cycles, each both ways: every GPU's six NVLinks busy in both directions.
+  REQUIRE(rings.size() == 6);
+  std::map<std::pair<int, int>, int> used;
+  for (const auto& r : rings) {
+    REQUIRE(r.size() == 8);
+    CHECK(std::set<int>(r.begin(), r.end()).size() == 8);
+    for (size_t i = 0; i < r.size(); ++i)
+      ++used[{r[i], r[(i + 1) % r.size()]}];
+  }
+  const auto cost = cube_mesh(all);
+  for (const auto& [pair, times] : used) {
+    INFO(pair.first << " -> " << pair.second);
+    CHECK(cost[static_cast<size_t>(pair.first)][static_cast<size_t>(pair.second)].latency_s == 1e-6); // one hop
+    CHECK(times == std::lround(cost[static_cast<size_t>(pair.first)][static_cast<size_t>(pair.second)].bandwidth_Bps / 25e9));
+  }
+  CHECK(used.size() == 32); // 16 bundles, both directions
+  // One quad: two cycles both ways; the ring runs one lane on each.
+  GroupShape quad = nodes_of(1, 4);
+  quad.rings      = find_rings(cube_mesh({0, 1, 2, 3}));
+  CHECK(quad.rings.size() == 4);
+  CHECK(lanes_of(CollectiveRegistry::get("ring", ""), CollectiveOp::AllReduce, quad, 1e9) == 4);
+  check_matching(CollectiveRegistry::get("ring", ""), CollectiveOp::AllReduce, quad, 1e6);
+  CHECK(bytes_sent_per_member(CollectiveRegistry::get("ring", ""), CollectiveOp::AllReduce, quad, 1e6, 2) ==
+        Approx(2.0 * 3 / 4 * 1e6));
+  // A switch (every pair alike), or fewer than three members: no rings of its own.
+  std::vector<std::vector<PathCost>> alike(8, std::vector<PathCost>(8, PathCost{1e-6, 300e9}));
+  CHECK(find_rings(alike).empty());
+  CHECK(find_rings(cube_mesh({0, 3})).empty());
+}

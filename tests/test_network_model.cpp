@@ -359,3 +359,32 @@ TEST_CASE("stepsim collective: presets, platform files and bad options", "[netwo
   CHECK(r.exit_code == 2);
   CHECK(r.output.find(message.substr(0, 20)) != std::string::npos);
 }
+
+TEST_CASE("stepsim collective: NCCL's algorithms across nodes and the DGX-1's rings", "[network_model][collectives_nccl]")
+{
+  // Two DGX H100 (NVLS, 8 x 400 Gb/s NDR): NCCL's default runs NVLS-tree, which moves S per node
+  // through the NICs, half the ring's; issue 309 of NVIDIA/nccl-tests measures 468 GB/s busbw at
+  // 8 GiB with NCCL 2.26.2 (/work/shared/validation case issue309_qoofyk_2node_default_h100_ib400_allreduce).
+  const auto h100 = run_collective_json("--preset dgx-h100 --nodes 2 --sizes 8GiB --algorithm nvls_tree");
+  CHECK(h100.at("rows")[0].at("picked") == "nvls_tree/Simple");
+  const double nvls_tree = h100.at("rows")[0].at("busbw_GBps").get<double>();
+  CHECK(nvls_tree == Approx(468).epsilon(0.15));
+  const auto ring = run_collective_json("--preset dgx-h100 --nodes 2 --sizes 8GiB --algorithm ring");
+  CHECK(nvls_tree > 1.3 * ring.at("rows")[0].at("busbw_GBps").get<double>());
+  // DGX-1 (V100 hybrid cube mesh): six rings over the NVLinks, not one through PCIe-speed hops;
+  // ASTRA-sim's validation page measures 512 MiB in 6,955 us with NCCL, 135 GB/s busbw.
+  const auto dgx1 = run_collective_json("--preset dgx1-v100 --gpus 8 --sizes 512MiB --algorithm ring");
+  CHECK(dgx1.at("rows")[0].at("busbw_GBps").get<double>() == Approx(135).epsilon(0.15));
+
+  // A forced algorithm the platform cannot run: exit 2, naming why.
+  auto [args, message] = GENERATE(table<std::string, std::string>({
+      {"--preset dgx-a100 --nodes 2 --algorithm nvls_tree", "NVSwitch"},
+      {"--preset dgx-h100 --nodes 2 --algorithm collnet", "platform.network.sharp"},
+      {"--preset dgx-h100 --nodes 1 --algorithm nvls_tree", "across nodes"},
+  }));
+  auto r = testing::run_stepsim("collective " + args + " --sizes 1MiB");
+  INFO(args << "\n" << r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--algorithm") != std::string::npos);
+  CHECK(r.output.find(message) != std::string::npos);
+}

@@ -202,7 +202,7 @@ TEST_CASE("stepsim platform prints the built links and example routes", "[platfo
   CHECK(bad.output.find("platform.network.topology") != std::string::npos);
 }
 
-TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; an uneven count is refused",
+TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; a count with no even split is refused",
           "[platform]")
 {
   // AWS p5: 32 × 100 Gb/s EFA for 8 H100 per node (32 / 8 = 4 per GPU).
@@ -217,13 +217,19 @@ TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; an une
   CHECK(spec.nic.count == 8);
   CHECK(spec.nic.bandwidth_Bps == Approx(4 * 100e9 / 8));
 
-  group["nic"]["count"] = 12;
+  // 12 NICs for 8 GPUs: 4 PCIe groups of two GPUs and three NICs, one 300 Gb/s NIC per pair.
+  group["nic"]["count"]  = 12;
+  const Scenario twelve  = scenario_from_json(j);
+  CHECK(twelve.platform.node_groups[0].nic.count == 4);
+  CHECK(twelve.platform.node_groups[0].nic.bandwidth_Bps == Approx(3 * 100e9 / 8));
+
+  group["nic"]["count"] = 3; // no common divisor with 8: no even split
   try {
     scenario_from_json(j);
-    FAIL("12 NICs for 8 GPUs was accepted");
+    FAIL("3 NICs for 8 GPUs was accepted");
   } catch (const InputError& e) {
     REQUIRE(e.problems().size() == 1);
-    CHECK_THAT(e.problems()[0], Catch::Contains("platform.node_groups[0].nic.count: 12 NICs cannot be shared evenly "
+    CHECK_THAT(e.problems()[0], Catch::Contains("platform.node_groups[0].nic.count: 3 NICs cannot be shared evenly "
                                                 "by 8 GPUs per node"));
   }
 }

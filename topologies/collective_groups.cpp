@@ -50,11 +50,14 @@ void describe_groups(Workload& w, const PlatformSpec& platform, const std::vecto
       const int gpu = gpu_of_rank.empty() ? rank : gpu_of_rank.at(static_cast<size_t>(rank));
       group.node_of_member.push_back(node.at(static_cast<size_t>(gpu)));
     }
-    bool one_node = true;
-    for (int n : group.node_of_member)
-      one_node = one_node && n == group.node_of_member.front();
-    group.in_switch_reduction =
-        !group.node_of_member.empty() && one_node && reduces.at(static_cast<size_t>(group.node_of_member.front()));
+    // Every member's node reduces in its NVSwitch: NVLS on one node, NVLS-tree across nodes.
+    bool all_reduce_in_switch = !group.node_of_member.empty(), one_node = true;
+    for (int n : group.node_of_member) {
+      all_reduce_in_switch = all_reduce_in_switch && reduces.at(static_cast<size_t>(n));
+      one_node             = one_node && n == group.node_of_member.front();
+    }
+    group.in_switch_reduction  = all_reduce_in_switch;
+    group.in_network_reduction = platform.network.sharp && !one_node; // SHARP: CollNet across nodes
     group.channels = channels;
   }
 }
@@ -112,9 +115,11 @@ void check_collective_algorithm(const Scenario& s)
   const int tensor = s.parallelism.tensor, data = s.parallelism.data * s.parallelism.context;
   // Under parallelism.rank_order the tensor group's members are a stride apart.
   const bool tensor_in_node = 1LL * tensor * dense_grid(s.parallelism).stride(Axis::Tensor) <= first.gpus_per_node;
+  GroupShape data_group              = group_shape(data); // one member per node
+  data_group.in_network_reduction    = s.platform.network.sharp && data > 1;
   const std::pair<const char*, GroupShape> groups[] = {
       {"tensor", tensor_in_node ? group_shape(std::vector<int>(static_cast<size_t>(tensor), 0), nvls) : group_shape(tensor)},
-      {"data", group_shape(data)}};
+      {"data", data_group}};
   const auto forced = s.simulation.collective_algorithm_per_op.find("all_reduce");
   const bool per_op = forced != s.simulation.collective_algorithm_per_op.end();
   for (const auto& [name, g] : groups) {

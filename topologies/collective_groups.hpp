@@ -17,7 +17,8 @@ std::vector<int> node_of_gpu(const PlatformSpec& platform);
 // NVSwitch-class node type and a device whose catalogue entry says "nvls": true.
 bool in_switch_reduction(const NodeGroupSpec& group);
 
-// Fills each group's node_of_member, in_switch_reduction (every member on one such node) and
+// Fills each group's node_of_member, in_switch_reduction (every member's node reduces in its
+// NVSwitch), in_network_reduction (platform.network.sharp, members on several nodes) and
 // channels (simulation.nccl_channels). `gpu_of_rank` maps ranks to platform GPUs; empty = rank g
 // runs on GPU g.
 void describe_groups(Workload& w, const PlatformSpec& platform, const std::vector<int>& gpu_of_rank, int channels);

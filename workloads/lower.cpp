@@ -398,7 +398,7 @@ private:
     void depends(TaskId later, TaskId earlier) override
     {
       if (later != ProgramBuilder::kNone && earlier != ProgramBuilder::kNone && later != earlier &&
-          !boost::edge(earlier, later, l_.builder_graph()).second)
+          !l_.builder_->waits_for(later, earlier))
         l_.builder_->depends(later, earlier);
     }
 
@@ -499,10 +499,10 @@ private:
     for (size_t i = 0; i < layers.size(); ++i) {
       const TaskId gathered = dp_.unit_parameters(static_cast<int>(i), after);
       const TaskId experts  = experts_sharded_ ? expert_dp_.unit_parameters(static_cast<int>(i), after) : ProgramBuilder::kNone;
-      const TaskId first    = boost::num_vertices(builder_graph());
+      const TaskId first    = builder_->size();
       for (const Block& b : layers[i].blocks)
         after = block(b.forward, Pass::Forward, op, after, b.reduce_forward);
-      if (first < boost::num_vertices(builder_graph())) {
+      if (first < builder_->size()) {
         builder_->depends(first, gathered);
         builder_->depends(first, experts);
       }
@@ -530,13 +530,13 @@ private:
       const int unit        = static_cast<int>(layer - layers.rbegin());
       const TaskId gathered = dp_.unit_parameters(unit, after);
       const TaskId experts  = experts_sharded_ ? expert_dp_.unit_parameters(unit, after) : ProgramBuilder::kNone;
-      const TaskId first    = boost::num_vertices(builder_graph());
+      const TaskId first    = builder_->size();
       if (layer->recomputed)
         for (const Block& b : layer->blocks)
           after = block(b.recompute, Pass::Recompute, op, after, b.reduce_forward);
       for (auto b = layer->blocks.rbegin(); b != layer->blocks.rend(); ++b)
         after = split ? block(b->backward_input, pass, op, after, b->reduce_backward) : backward_block(*b, op, after);
-      if (first < boost::num_vertices(builder_graph())) {
+      if (first < builder_->size()) {
         builder_->depends(first, gathered);
         builder_->depends(first, experts);
       }
@@ -618,7 +618,6 @@ private:
     return units;
   }
 
-  const BuildingGraph& builder_graph() const { return builder_->graph(); }
 
   void flush_bucket() { end_backward(true); }
 
@@ -706,16 +705,15 @@ private:
   // Marks the end of a lowered step when update `u` is its last (only when several are lowered).
   void end_update(int u)
   {
-    const auto& g = builder_graph();
-    if (w_.steps > 1 && ((u + 1) * per_update_) % shape_.micro_batches == 0 && boost::num_vertices(g) > 0)
-      w_.ranks.back().step_ends.push_back(boost::num_vertices(g) - 1);
+    const size_t n = builder_->size();
+    if (w_.steps > 1 && ((u + 1) * per_update_) % shape_.micro_batches == 0 && n > 0)
+      w_.ranks.back().step_ends.push_back(n - 1);
   }
 
   TaskId last_compute_task() const
   {
-    const auto& g = builder_graph();
-    for (auto v = boost::num_vertices(g); v > 0; --v)
-      if (g[v - 1].stream == Stream::Compute)
+    for (auto v = builder_->size(); v > 0; --v)
+      if (builder_->task(v - 1).stream == Stream::Compute)
         return v - 1;
     return ProgramBuilder::kNone;
   }

@@ -1,7 +1,10 @@
 // "auto": the algorithm NCCL's tuner would pick (src/graph/tuning.cc): it models every algorithm's
 // time for the message as latency + size / bandwidth on the group's topology and takes the
 // fastest. Here the candidates are NCCL's for each type: all-reduce ring or tree across nodes
-// (tree wins on latency-bound messages, ring on large ones), ring or NVLS inside an NVSwitch
+// (tree wins on latency-bound messages, ring on large ones), with NVLS-tree where the nodes'
+// NVSwitch reduces (NCCL enables NVLS_TREE on 2 nodes or more with NVLS) and CollNet where the
+// fabric reduces (SHARP, platform.network.sharp; NCCL enables CollNet only where its plugin
+// finds it: tuning.cc algoEnable with collNetSupport), ring or NVLS inside an NVSwitch
 // node that reduces in the switch, ring alone inside other nodes (NCCL's tree is a chain there);
 // all-gather and reduce-scatter ring; all-to-all direct (NCCL runs it as point-to-point sends);
 // broadcast and reduce ring. Each candidate is timed by uncontended_seconds on the paths the
@@ -21,8 +24,14 @@ std::vector<const char*> candidates(CollectiveOp op, const GroupShape& g)
 {
   switch (op) {
   case CollectiveOp::AllReduce:
-    if (g.nodes() > 1)
-      return {"ring", "tree"};
+    if (g.nodes() > 1) {
+      std::vector<const char*> names{"ring", "tree"};
+      if (g.in_switch_reduction && g.per_node > 1)
+        names.push_back("nvls_tree");
+      if (g.in_network_reduction && g.per_node > 0)
+        names.push_back("collnet");
+      return names;
+    }
     if (g.in_switch_reduction)
       return {"ring", "nvls"};
     return {"ring"};
@@ -31,7 +40,7 @@ std::vector<const char*> candidates(CollectiveOp op, const GroupShape& g)
   }
 }
 
-using Key = std::tuple<int, int, int, int, bool, int, double, double, double, double, double>;
+using Key = std::tuple<int, int, int, int, bool, bool, int, double, double, double, double, double>;
 
 const CollectiveAlgorithm& auto_pick(CollectiveOp op, const GroupShape& g, double bytes)
 {
@@ -39,7 +48,7 @@ const CollectiveAlgorithm& auto_pick(CollectiveOp op, const GroupShape& g, doubl
   const auto names = candidates(op, g);
   if (names.size() == 1 || g.n <= 1)
     return CollectiveRegistry::get(names[0], "simulation.collective_algorithm");
-  Key key{static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction, g.channels,
+  Key key{static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction, g.in_network_reduction, g.channels,
           g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes};
   auto [it, fresh] = cache.try_emplace(key, nullptr);
   if (!fresh)
@@ -79,7 +88,9 @@ CollectiveAlgorithm make_auto()
 }
 
 const bool registered = CollectiveRegistry::add(
-    "auto", "NCCL's tuner: per collective the fastest of its candidates (ring, tree, nvls, direct) on the group's paths",
+    "auto",
+    "NCCL's tuner: per collective the fastest of its candidates (ring, tree, nvls, nvls_tree, collnet, direct) on the "
+    "group's paths",
     make_auto());
 
 } // namespace

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -50,14 +51,146 @@ GroupShape group_shape(const Group& group, const std::function<PathCost(int, int
     g.in_switch_reduction = group.in_switch_reduction;
     g.channels            = group.channels;
   }
+  g.in_network_reduction = group.in_network_reduction && g.nodes() > 1;
   if (path && n > 1) {
     for (const auto& members : g.node_members)
       if (members.size() > 1 && g.intra.bandwidth_Bps <= 0)
         g.intra = path(members[0], members[1]);
     if (g.nodes() > 1)
       g.inter = path(g.node_members[0][0], g.node_members[1][0]);
+    // A group on one node of direct links: the rings NCCL finds on them (at most 8 members, the
+    // largest node of direct links stepsim has, the DGX-1; the search is exhaustive).
+    if (g.nodes() == 1 && n >= 3 && n <= 8) {
+      std::vector<std::vector<PathCost>> cost(static_cast<size_t>(n), std::vector<PathCost>(static_cast<size_t>(n)));
+      for (int a = 0; a < n; ++a)
+        for (int b = 0; b < n; ++b)
+          if (a != b)
+            cost[static_cast<size_t>(a)][static_cast<size_t>(b)] = path(a, b);
+      g.rings = find_rings(cost);
+    }
   }
   return g;
+}
+
+namespace {
+
+// The exhaustive search of find_rings: rings (as undirected cycles through member 0, each listed
+// once) chosen one after another while links remain, keeping the largest set found; stops at the
+// bound (every member's links used) or after a budget of search steps.
+struct RingSearch {
+  int n = 0;
+  std::vector<std::vector<int>> links; // links left between two members (both directions)
+  std::vector<std::vector<int>> chosen, best;
+  int bound   = 0;
+  long budget = 200000;
+
+  void cycles(std::vector<int>& path, std::vector<char>& used, std::vector<std::vector<int>>& out)
+  {
+    if (--budget < 0)
+      return;
+    const int last = path.back();
+    if (static_cast<int>(path.size()) == n) {
+      // Each cycle once: the direction whose second member is the lower.
+      if (links[static_cast<size_t>(last)][0] > 0 && path[1] < path.back())
+        out.push_back(path);
+      return;
+    }
+    for (int m = 1; m < n; ++m)
+      if (!used[static_cast<size_t>(m)] && links[static_cast<size_t>(last)][static_cast<size_t>(m)] > 0) {
+        used[static_cast<size_t>(m)] = 1;
+        path.push_back(m);
+        cycles(path, used, out);
+        path.pop_back();
+        used[static_cast<size_t>(m)] = 0;
+      }
+  }
+
+  void take(const std::vector<int>& c, int delta)
+  {
+    for (int i = 0; i < n; ++i) {
+      const int a = c[static_cast<size_t>(i)], b = c[static_cast<size_t>((i + 1) % n)];
+      links[static_cast<size_t>(a)][static_cast<size_t>(b)] += delta;
+      links[static_cast<size_t>(b)][static_cast<size_t>(a)] += delta;
+    }
+  }
+
+  void grow()
+  {
+    if (chosen.size() > best.size())
+      best = chosen;
+    if (static_cast<int>(best.size()) >= bound || budget < 0)
+      return;
+    std::vector<std::vector<int>> found;
+    std::vector<int> path{0};
+    std::vector<char> used(static_cast<size_t>(n), 0);
+    used[0] = 1;
+    cycles(path, used, found);
+    for (const auto& c : found) {
+      take(c, -1);
+      chosen.push_back(c);
+      grow();
+      chosen.pop_back();
+      take(c, +1);
+      if (static_cast<int>(best.size()) >= bound || budget < 0)
+        return;
+    }
+  }
+};
+
+} // namespace
+
+std::vector<std::vector<int>> find_rings(const std::vector<std::vector<PathCost>>& cost)
+{
+  const int n = static_cast<int>(cost.size());
+  if (n < 3)
+    return {};
+  double lowest = std::numeric_limits<double>::infinity(), narrowest = std::numeric_limits<double>::infinity();
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b)
+        lowest = std::min(lowest, cost[static_cast<size_t>(a)][static_cast<size_t>(b)].latency_s);
+  // Direct: within a tenth of the lowest latency (a pair routed through another GPU has two hops).
+  auto direct = [&](int a, int b) {
+    return cost[static_cast<size_t>(a)][static_cast<size_t>(b)].latency_s <= lowest * 1.1 + 1e-12;
+  };
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b && direct(a, b))
+        narrowest = std::min(narrowest, cost[static_cast<size_t>(a)][static_cast<size_t>(b)].bandwidth_Bps);
+  if (!(narrowest > 0) || !std::isfinite(narrowest))
+    return {};
+  RingSearch search;
+  search.n = n;
+  search.links.assign(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), 0));
+  bool alike = true;
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b) {
+        const auto& c = cost[static_cast<size_t>(a)][static_cast<size_t>(b)];
+        const int links = direct(a, b) ? static_cast<int>(std::lround(c.bandwidth_Bps / narrowest)) : 0;
+        search.links[static_cast<size_t>(a)][static_cast<size_t>(b)] = links;
+        alike = alike && links == 1;
+      }
+  if (alike)
+    return {};
+  search.bound = std::numeric_limits<int>::max();
+  for (int a = 0; a < n; ++a) {
+    int sum = 0;
+    for (int b = 0; b < n; ++b)
+      sum += search.links[static_cast<size_t>(a)][static_cast<size_t>(b)];
+    search.bound = std::min(search.bound, sum / 2);
+  }
+  if (search.bound == 0)
+    return {};
+  search.grow();
+  std::vector<std::vector<int>> rings;
+  for (const auto& c : search.best) {
+    rings.push_back(c);
+    std::vector<int> back{c[0]};
+    back.insert(back.end(), c.rbegin(), c.rend() - 1);
+    rings.push_back(back);
+  }
+  return rings;
 }
 
 const CollectiveAlgorithm& concrete_algorithm(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g,
@@ -164,12 +297,20 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
   // Flows a member starts (receives) in one step, over all lanes, inside its node and across:
   // those of one kind leave (enter) through the same link and share it.
   std::vector<std::array<uint8_t, 4>> share(static_cast<size_t>(n) * static_cast<size_t>(K), {0, 0, 0, 0});
+  // On a node of direct links (g.rings) flows to different peers leave by different links: only
+  // those to the same peer share one (counted per sender, step and peer).
+  std::unordered_map<long long, int> to_peer;
+  const bool per_peer = !g.rings.empty();
+  auto peer_key = [n, K](int m, int k, int peer) { return (static_cast<long long>(m) * K + k) * n + peer; };
   for (int lane = 0; lane < lanes; ++lane)
     for (int m = 0; m < n; ++m)
       for (int k = 0; k < K; ++k) {
         const CollectiveStep s = a.step(op, g, bytes, lane, m, k);
-        for (int q = 0; q < s.sends; ++q)
+        for (int q = 0; q < s.sends; ++q) {
           ++share[slot(m, k)][static_cast<size_t>(across(m, s.send_to[static_cast<size_t>(q)]))];
+          if (per_peer)
+            ++to_peer[peer_key(m, k, s.send_to[static_cast<size_t>(q)])];
+        }
         for (int q = 0; q < s.recvs; ++q)
           ++share[slot(m, k)][2 + static_cast<size_t>(across(m, s.recv_from[static_cast<size_t>(q)]))];
       }
@@ -234,6 +375,8 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
             int sharing          = std::max<int>(1, share[slot(m, k)][kind]);
             if (index < static_cast<int>(steps_of.size()))
               sharing = std::max<int>(sharing, share[slot(to, steps_of[static_cast<size_t>(index)])][2 + kind]);
+            if (per_peer && kind == 0)
+              sharing = std::max(1, to_peer[peer_key(m, k, to)]);
             const PathCost p = path(m, to);
             const double t   = start + p.latency_s + (p.bandwidth_Bps > 0 ? s.bytes * sharing / p.bandwidth_Bps : 0.0);
             arrivals[pair].push_back(t);

@@ -50,9 +50,18 @@ struct GroupShape {
   std::vector<int> local_rank;                // position among the members of its node
   std::vector<std::vector<int>> node_members; // per node, its members in group order
   int per_node = 0; // members on each node when every node holds the same number, else 0
-  bool in_switch_reduction = false; // one node whose NVSwitch reduces (NVLS)
-  int channels             = 0;     // NCCL channels asked for; 0 = the algorithm's default
-  PathCost intra, inter;            // a path inside a node and one between nodes (0 when none)
+  // Every member's node has an NVSwitch that reduces in the switch: NVLS on one node, NVLS-tree
+  // across nodes.
+  bool in_switch_reduction = false;
+  // The fabric between the nodes reduces in its switches (InfiniBand SHARP, platform.network.sharp):
+  // CollNet.
+  bool in_network_reduction = false;
+  int channels              = 0; // NCCL channels asked for; 0 = the algorithm's default
+  PathCost intra, inter;         // a path inside a node and one between nodes (0 when none)
+  // One node whose GPUs are joined by direct links of different reach (DGX-1's NVLink cube mesh):
+  // the rings over all members that NCCL's search finds on those links (find_rings), each a
+  // member order; "ring" runs one lane on each. Empty: any order crosses the same links.
+  std::vector<std::vector<int>> rings;
   int nodes() const { return static_cast<int>(node_members.size()); }
 };
 
@@ -66,8 +75,8 @@ GroupShape group_shape(const Group& g, const std::function<PathCost(int member_a
 // Which of NCCL's algorithms an algorithm is to NCCL's tuner, whose costs are per algorithm
 // (models/collectives/protocol.cpp: base latency per protocol, the tree's bandwidth factor and
 // extra latency between nodes); Other for what NCCL does not have (direct, halving-doubling,
-// hierarchical).
-enum class NcclAlgorithm : uint8_t { Ring, Tree, Nvls, Other };
+// hierarchical). NvlsTree and CollNet are NCCL_ALGO_NVLS_TREE and NCCL_ALGO_COLLNET_DIRECT.
+enum class NcclAlgorithm : uint8_t { Ring, Tree, Nvls, NvlsTree, CollNet, Other };
 
 struct CollectiveAlgorithm {
   std::string name;
@@ -120,6 +129,14 @@ double uncontended_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const 
 // in `per_op` ("all_reduce" -> "tree"). Throws InputError at `path` for an unknown name or type.
 CollectiveAlgorithm collective_choice(const std::string& all, const std::map<std::string, std::string>& per_op,
                                       const std::string& path);
+
+// NCCL's ring search on a node whose GPUs are joined by direct links (src/graph/search.cc,
+// ncclTopoSearchRec): `cost[a][b]` is the measured path between members a and b. Pairs at the
+// lowest latency are joined directly, by as many links as their bandwidth holds of the narrowest
+// direct pair's. Returns the largest set of rings over all members that use each link at most once
+// per direction, each ring run in both directions; empty when every pair is joined alike (a
+// switch: any order is as good), when some member has no direct link, or for fewer than 3 members.
+std::vector<std::vector<int>> find_rings(const std::vector<std::vector<PathCost>>& cost);
 
 // Chunks a pipelined algorithm cuts a lane's share into: NCCL moves a channel's data in slots of
 // NCCL_BUFFSIZE / NCCL_STEPS = 4 MiB / 8 = 512 KiB; capped to keep the replay small.

@@ -77,7 +77,10 @@ const CollectiveAlgorithm& with_protocol(const CollectiveAlgorithm& base, Protoc
   static std::map<std::pair<const CollectiveAlgorithm*, Protocol>, std::unique_ptr<CollectiveAlgorithm>> made;
   auto& slot = made[{&base, p}];
   if (!slot) {
-    const double wire = protocol_cost(p).wire_factor / (base.nccl == NcclAlgorithm::Tree ? tree_cost().bandwidth_factor : 1.0);
+    // The bytes on the wire, as the protocol's lines carry them. NCCL's tuner also takes .92 of
+    // the tree's bandwidth (tree_cost().bandwidth_factor), an estimate for its choice only
+    // (fastest below): what the tree achieves comes from its flows.
+    const double wire = protocol_cost(p).wire_factor;
     slot              = std::make_unique<CollectiveAlgorithm>(base);
     slot->name        = base.name + "/" + protocol_name(p);
     slot->protocol    = static_cast<int>(p);
@@ -110,7 +113,14 @@ double base_latency(const CollectiveAlgorithm& bare, const ProtocolCost& c)
   switch (bare.nccl) {
   case NcclAlgorithm::Ring: return c.base_ring_s;
   case NcclAlgorithm::Tree: return c.base_tree_s;
-  case NcclAlgorithm::Nvls: return c.base_nvls_s;
+  // NVLS-tree: NCCL's NVLS latency inside the node (hwLat[NVLINK][NVLS_TREE][Simple] = 23 us, as
+  // NVLS's), its tree steps across nodes timed on the links. CollNet: NCCL's baseLat for it is 0
+  // and its latency one trip through the switches (hwLat[NET][COLLNET_DIRECT][Simple] = 31 us
+  // against the ring's 14 us), which stepsim times on the links: the ring's base latency (v2.20.3
+  // src/graph/tuning.cc baseLat and hwLat).
+  case NcclAlgorithm::Nvls:
+  case NcclAlgorithm::NvlsTree: return c.base_nvls_s;
+  case NcclAlgorithm::CollNet: return c.base_ring_s;
   case NcclAlgorithm::Other: break;
   }
   return c.base_other_s;
@@ -143,10 +153,12 @@ static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, con
   // The extra step latencies along the critical path: the collective's longest chain of steps
   // with each step costing only the protocol's extra latency on its path type.
   const double inside  = g.intra.latency_s > 0 ? c.step_inside_s : 0.0;
-  const double between = g.inter.latency_s > 0 ? c.step_between_s + (a.bare->nccl == NcclAlgorithm::Tree
-                                                                         ? tree_cost().step_between_s[static_cast<size_t>(a.protocol)]
-                                                                         : 0.0)
-                                               : 0.0;
+  // The trees across nodes (the tree's and NVLS-tree's: the same double binary tree through the
+  // NICs, NCCL's proxy forwarding each chunk) pay the tree's extra latency per step between nodes.
+  const bool tree      = a.bare->nccl == NcclAlgorithm::Tree || a.bare->nccl == NcclAlgorithm::NvlsTree;
+  const double between = g.inter.latency_s > 0
+                             ? c.step_between_s + (tree ? tree_cost().step_between_s[static_cast<size_t>(a.protocol)] : 0.0)
+                             : 0.0;
   double steps         = 0;
   if (inside > 0 || between > 0)
     steps = uncontended_seconds(a, op, g, bytes, [&](int x, int y) {
@@ -167,7 +179,11 @@ namespace {
 // all-reduce moves 2S per GPU, the ring 2(n-1)/n S), so it credits the tree nothing for halving
 // the bytes between two nodes, and runs the ring on large messages where stepsim's links alone
 // would favour the tree. `auto` picks as the tuner does: the tree's time for the pick is at least
-// the ring's bandwidth time (idle paths without latency) scaled so.
+// the ring's bandwidth time (idle paths without latency) scaled so. The time the engine then
+// replays is the tree's own flows. NVLS-tree and CollNet are picked on their simulated times:
+// NCCL's tuner converts their bus bandwidth to algorithm bandwidth at 5/6 (NVLS_TREE) and 1/2
+// (CollNet) against the ring's n/(2(n-1)), on graphs of their own (v2.20.3 tuning.cc), which
+// stepsim does not search; their flows carry what each link really moves.
 // Without latency a transfer's time is linear in its bytes, so the bare ring's time scaled by the
 // protocol's wire factor is the protocol's.
 double tuner_tree_bandwidth_seconds(double bare_ring_s, Protocol p, const GroupShape& g)
@@ -193,10 +209,11 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
                                    double bytes)
 {
   using Key = std::tuple<std::vector<const CollectiveAlgorithm*>, std::vector<Protocol>, int, int, int, int, bool, int,
-                         double, double, double, double, double>;
+                         double, double, double, double, double, std::vector<std::vector<int>>>;
   static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key
   Key key{algorithms, allowed,           static_cast<int>(op), g.n,  g.nodes(), g.per_node, g.in_switch_reduction,
-          g.channels, g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes};
+          g.channels, g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes,
+          g.rings};
   if (auto it = cache.find(key); it != cache.end())
     return *it->second;
   // Timing a candidate may throw (an algorithm that cannot run the group): nothing is cached then.

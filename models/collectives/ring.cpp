@@ -9,13 +9,21 @@
 // enters the node at member c and leaves it at member c-1, and over the k rings every member's
 // NIC sends and receives one ring's share, S/k. With one ring a cross-node all-reduce would go
 // through one NIC per node boundary. A group inside one node, or with one member per node, runs
-// one ring in group order (on an NVSwitch every ring crosses the same links).
+// one ring in group order (on an NVSwitch every ring crosses the same links), except a node whose
+// GPUs are joined by direct links of different reach (DGX-1's NVLink hybrid cube mesh): there
+// NCCL's search lays several rings over the links (src/graph/search.cc, ncclTopoCompute with the
+// ring pattern), here those of find_rings (GroupShape::rings: on a DGX-1's 8 GPUs three cycles,
+// each run both ways, six rings that together use all 24 NVLinks in both directions, as the
+// three bidirectional rings of ASTRA-sim's model of NCCL on that machine,
+// https://github.com/astra-sim/astra-sim-docs validation/hardware/gpu-validation.md), one lane
+// each on S/rings.
 //
 // Broadcast and reduce (root: member 0) are a pipelined chain along the ring: the buffer is cut
 // into chunks (pipeline_chunks); in step k a member receives chunk k from its predecessor and
 // passes chunk k-1 on, so S crosses the n-1 hops in (chunks + n - 2) chunk times.
 #include "models/collectives/collective.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -24,13 +32,23 @@ namespace {
 
 bool rooted(CollectiveOp op) { return op == CollectiveOp::Broadcast || op == CollectiveOp::Reduce; }
 
+// The rings the node's direct links carry (see the header), when the group is on one such node.
+bool laid(const GroupShape& g) { return g.nodes() == 1 && !g.rings.empty(); }
+
 int ring_lanes(CollectiveOp op, const GroupShape& g, double)
 {
   if (op == CollectiveOp::AllToAll || g.n <= 1)
     return 1;
   if (g.channels > 0)
     return g.channels;
+  if (laid(g))
+    return static_cast<int>(g.rings.size());
   return g.nodes() > 1 && g.per_node > 1 ? g.per_node : 1;
+}
+
+const std::vector<int>& laid_ring(const GroupShape& g, int lane)
+{
+  return g.rings[static_cast<size_t>(lane) % g.rings.size()];
 }
 
 // Position of a member in ring `lane`, and the member at a position.
@@ -38,6 +56,10 @@ bool spread(const GroupShape& g) { return g.nodes() > 1 && g.per_node > 1; }
 
 int ring_position(const GroupShape& g, int lane, int member)
 {
+  if (laid(g)) {
+    const auto& ring = laid_ring(g, lane);
+    return static_cast<int>(std::find(ring.begin(), ring.end(), member) - ring.begin());
+  }
   if (!spread(g))
     return member;
   const int k = g.per_node;
@@ -48,6 +70,8 @@ int ring_position(const GroupShape& g, int lane, int member)
 int ring_member(const GroupShape& g, int lane, int position)
 {
   position = ((position % g.n) + g.n) % g.n;
+  if (laid(g))
+    return laid_ring(g, lane)[static_cast<size_t>(position)];
   if (!spread(g))
     return position;
   const int k = g.per_node;

@@ -12,6 +12,7 @@
 // non-blocking fabric an all-reduce costs about 2·(C + H - 1)·(α + S/(C·B)), the ring's bandwidth
 // 2S/B with 2H latencies instead of 2(n-1). Broadcast and reduce run one tree rooted at member 0.
 #include "models/collectives/collective.hpp"
+#include "models/collectives/nccl_trees.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -19,18 +20,10 @@
 #include <string>
 
 namespace stepsim {
-namespace {
 
-struct Links {
-  int parent = -1;
-  int children[2] = {-1, -1};
-};
-
-// ncclGetBtree: the in-order binary tree rooted at 0 in which a rank's parent and children follow
-// from its lowest set bit.
-Links btree(int n, int rank)
+TreeLinks nccl_btree(int n, int rank)
 {
-  Links out;
+  TreeLinks out;
   int bit = 1;
   while (bit < n && (bit & rank) == 0)
     bit <<= 1;
@@ -41,8 +34,8 @@ Links btree(int n, int rank)
   int up = (rank ^ bit) | (bit << 1);
   if (up >= n)
     up = rank ^ bit;
-  out.parent     = up;
-  int lowbit     = bit >> 1;
+  out.parent      = up;
+  int lowbit      = bit >> 1;
   out.children[0] = lowbit == 0 ? -1 : rank - lowbit;
   int down1       = lowbit == 0 ? -1 : rank + lowbit;
   while (down1 >= n) {
@@ -53,11 +46,10 @@ Links btree(int n, int rank)
   return out;
 }
 
-// ncclGetDtree: tree 0 is the btree; tree 1 mirrors it (even n) or shifts it by one (odd n).
-Links dtree(int n, int rank, int tree)
+TreeLinks nccl_dtree(int n, int rank, int tree)
 {
   if (tree == 0)
-    return btree(n, rank);
+    return nccl_btree(n, rank);
   auto map = [&](int r, bool back) {
     if (r < 0)
       return -1;
@@ -65,9 +57,11 @@ Links dtree(int n, int rank, int tree)
       return back ? (r + 1) % n : (r - 1 + n) % n;
     return n - 1 - r;
   };
-  Links t = btree(n, map(rank, false));
-  return Links{map(t.parent, true), {map(t.children[0], true), map(t.children[1], true)}};
+  TreeLinks t = nccl_btree(n, map(rank, false));
+  return TreeLinks{map(t.parent, true), {map(t.children[0], true), map(t.children[1], true)}};
 }
+
+namespace {
 
 // A member's parent and children in tree `tree` over the nodes, with a chain inside each node.
 struct MemberLinks {
@@ -90,7 +84,7 @@ MemberLinks member_links(const GroupShape& g, int lane, int member)
     const int size = static_cast<int>(c.size());
     return c[static_cast<size_t>((position + rotate) % size)];
   };
-  const Links t = dtree(g.nodes(), node, lane % 2);
+  const TreeLinks t = nccl_dtree(g.nodes(), node, lane % 2);
   if (at > 0)
     out.parent = member_at(chain, at - 1);
   else if (t.parent >= 0)

@@ -196,6 +196,11 @@ struct NicSpec {
   int count            = 8;
   double bandwidth_Bps = 25e9; // per NIC, per direction
   double latency_s     = 2e-6; // NIC to NIC through the fabric, switches included
+  // What the NICs speak (sim/input/platform_parse.hpp nic_kind_names): infiniband, roce, efa,
+  // tcpx, tcpxo, ethernet. Each has its own achieved bandwidth and per-step latency
+  // (configs/calibration/links.json "nic_kinds"), applied where the platform takes its achieved
+  // bandwidths (topologies/nodes/node_type.cpp with_achieved_bandwidth).
+  std::string kind = "infiniband";
 };
 
 struct NodeGroupSpec {
@@ -266,6 +271,9 @@ struct NetworkSpec {
   std::vector<SwitchSpec> switches;  // custom
   std::vector<SwitchLinkSpec> links; // custom
   WifiSpec wifi;
+  // The switches reduce in the network (InfiniBand SHARP: Quantum HDR/NDR switches with the SHARP
+  // plugin, NCCL_COLLNET_ENABLE=1): NCCL's CollNet algorithm can run. Off unless the platform says so.
+  bool sharp = false;
 };
 
 // platform.storage: a shared network file system (Lustre, GPFS, NFS) that training.input reads
@@ -327,6 +335,10 @@ struct SimulationSpec {
   // Compute slows by the device's calibration.comm_compute_interference while a collective runs
   // beside it on a communication stream (on by default); false turns the effect off.
   bool comm_compute_interference = true;
+  // A cluster's own network calibration (`stepsim calibrate network -o FILE`), laid over
+  // configs/calibration/links.json for this scenario's runs only; the path as resolved against
+  // the scenario file's folder, "" for none.
+  std::string network_calibration;
 };
 
 struct Scenario {

@@ -123,11 +123,16 @@ ProgramBuilder::ProgramBuilder(RankProgram& program) : program_(program)
 {
   last_.fill(kNone);
   const TaskGraph& g = program.graph;
-  for (TaskId v = 0; v < boost::num_vertices(g); ++v)
-    boost::add_vertex(g[v], graph_);
-  for (TaskId u = 0; u < boost::num_vertices(g); ++u)
+  const size_t n     = boost::num_vertices(g);
+  tasks_.reserve(n);
+  last_in_.reserve(n);
+  for (TaskId v = 0; v < n; ++v) {
+    tasks_.push_back(g[v]);
+    last_in_.push_back(0);
+  }
+  for (TaskId u = 0; u < n; ++u)
     for (auto [e, end] = boost::out_edges(u, g); e != end; ++e)
-      boost::add_edge(u, boost::target(*e, g), graph_);
+      depends(boost::target(*e, g), u);
 }
 
 ProgramBuilder::~ProgramBuilder()
@@ -143,17 +148,24 @@ void ProgramBuilder::finish()
   if (finished_)
     throw std::logic_error("a task graph finished twice");
   finished_      = true;
-  const size_t n = boost::num_vertices(graph_);
-  std::vector<std::pair<TaskId, TaskId>> edges;
-  for (TaskId u = 0; u < n; ++u)
-    for (auto [e, end] = boost::out_edges(u, graph_); e != end; ++e)
-      edges.emplace_back(u, boost::target(*e, graph_));
+  const size_t n = tasks_.size();
   // Sorted by source, each task's successors in the order they were added (the replay readies
-  // them in that order).
-  program_.graph = TaskGraph(boost::edges_are_sorted, edges.begin(), edges.end(), n);
+  // them in that order): a counting sort, stable.
+  std::vector<size_t> start(n + 1, 0);
+  for (const auto& e : edges_)
+    ++start[e.first + 1];
+  for (size_t v = 0; v < n; ++v)
+    start[v + 1] += start[v];
+  std::vector<std::pair<TaskId, TaskId>> sorted(edges_.size());
+  for (const auto& e : edges_)
+    sorted[start[e.first]++] = e;
+  edges_       = {};
+  previous_in_ = {};
+  last_in_     = {};
+  program_.graph = TaskGraph(boost::edges_are_sorted, sorted.begin(), sorted.end(), n);
   for (TaskId v = 0; v < n; ++v)
-    program_.graph[v] = graph_[v];
-  graph_.clear(); // its edges now (Boost assigns and swaps adjacency lists edge by edge)
+    program_.graph[v] = tasks_[v];
+  tasks_ = {};
 }
 
 TaskId ProgramBuilder::add(const Task& task, TaskId after)
@@ -165,21 +177,38 @@ TaskId ProgramBuilder::add(const Task& task, TaskId after)
 
 TaskId ProgramBuilder::add(const Task& task)
 {
-  TaskId id   = boost::add_vertex(task, graph_);
+  if (tasks_.size() >= UINT32_MAX)
+    throw std::length_error("a rank's task graph holds more tasks than a replay numbers");
+  const TaskId id = tasks_.size();
+  tasks_.push_back(task);
+  last_in_.push_back(0);
   // Megatron issues tensor-parallel collectives on the compute stream: the next kernel waits for
   // them, so they share the compute stream's order (they still count as communication).
   const Stream order = task.stream == Stream::Tensor ? Stream::Compute : task.stream;
   auto& last  = last_[static_cast<size_t>(order)];
   if (last != kNone)
-    boost::add_edge(last, id, graph_);
+    depends(id, last);
   last = id;
   return id;
 }
 
 void ProgramBuilder::depends(TaskId later, TaskId earlier)
 {
-  if (earlier != kNone && later != kNone)
-    boost::add_edge(earlier, later, graph_);
+  if (earlier == kNone || later == kNone)
+    return;
+  if (edges_.size() >= UINT32_MAX - 1)
+    throw std::length_error("a rank's task graph holds more edges than the builder numbers");
+  edges_.emplace_back(earlier, later);
+  previous_in_.push_back(last_in_[later]);
+  last_in_[later] = static_cast<uint32_t>(edges_.size());
+}
+
+bool ProgramBuilder::waits_for(TaskId later, TaskId earlier) const
+{
+  for (uint32_t e = last_in_[later]; e != 0; e = previous_in_[e - 1])
+    if (edges_[e - 1].first == earlier)
+      return true;
+  return false;
 }
 
 } // namespace stepsim

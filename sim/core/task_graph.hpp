@@ -78,18 +78,17 @@ Task point_to_point_task(TaskKind kind, Stream stream, int peer, int tag, double
 Task host_copy_task(Stream stream, double bytes, Pass pass, int micro_batch, int chunk);
 
 // A rank's tasks once lowered, frozen as a compressed sparse row graph: each task's successors
-// side by side, 8 bytes an edge, out-edges only. An adjacency list allocates every edge on its own
+// side by side, 4 bytes an edge (32-bit task numbers and edge offsets: a rank holds far fewer than
+// 4 billion of either), out-edges only. An adjacency list allocates every edge on its own
 // (Boost keeps even an empty edge property behind a pointer), and a bidirectional one keeps each
 // edge three times: the graphs of a full-fidelity replay took about 250 bytes a task, and the
 // default scenario at full fidelity holds 15 million tasks and 30 million edges (1,024 ranks of
 // about 14,800 tasks, `stepsim graph`). What the replay needs of the in-edges (in-degrees,
 // whether a task waits for the one before it) the scheduler derives once
 // (sim/engine/scheduler.hpp).
-using TaskGraph = boost::compressed_sparse_row_graph<boost::directedS, Task>;
+using TaskGraph = boost::compressed_sparse_row_graph<boost::directedS, Task, boost::no_property, boost::no_property,
+                                                     uint32_t, uint32_t>;
 using TaskId    = TaskGraph::vertex_descriptor;
-// The graph while a lowering builds it, task by task and edge by edge (ProgramBuilder).
-using BuildingGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, Task>;
-static_assert(std::is_same_v<TaskId, BuildingGraph::vertex_descriptor>);
 
 // A compute item shared by every task that runs the same kernels (e.g. one layer's forward).
 struct Work {
@@ -108,8 +107,8 @@ struct Group {
   std::vector<int> ranks;
   // What collective algorithms that follow the hardware need (models/collectives/collective.hpp GroupShape),
   // filled by the driver from the platform: the node of each member (empty = every member on a
-  // node of its own), whether the members share one node whose NVSwitch reduces in the switch
-  // (NVLS), and NCCL's channel count (simulation.nccl_channels; 0 = NCCL's default).
+  // node of its own), whether every member's node has an NVSwitch that reduces in the switch
+  // (NVLS, NVLS-tree), and NCCL's channel count (simulation.nccl_channels; 0 = NCCL's default).
   std::vector<int> node_of_member;
   bool in_switch_reduction = false;
   int channels             = 0;
@@ -118,6 +117,9 @@ struct Group {
   // flows are replayed as shadows where they share links with the simulated ranks'
   // (sim/engine/shadows.hpp). Empty at full fidelity.
   std::vector<std::vector<int>> copies;
+  // The fabric between the members' nodes reduces in its switches (platform.network.sharp), filled
+  // by the driver with node_of_member. Last, so that the positional initialisers stay valid.
+  bool in_network_reduction = false;
 };
 
 struct RankProgram {
@@ -178,15 +180,24 @@ public:
   // add, and make the task wait for `after` as well as for its stream (kNone: the stream only).
   TaskId add(const Task& task, TaskId after);
   void depends(TaskId later, TaskId earlier);
-  // The tasks and edges so far.
-  const BuildingGraph& graph() const { return graph_; }
+  // The tasks so far, one of them, and whether `later` already waits for `earlier`.
+  size_t size() const { return tasks_.size(); }
+  const Task& task(TaskId v) const { return tasks_[v]; }
+  bool waits_for(TaskId later, TaskId earlier) const;
   // Writes them into the program's graph; the builder takes nothing more.
   void finish();
   static constexpr TaskId kNone = static_cast<TaskId>(-1);
 
 private:
   RankProgram& program_;
-  BuildingGraph graph_;
+  // Flat while building: the tasks, and the edges in the order they were added (an adjacency
+  // list allocated each task's successors on their own: most of a reduced run's lowering time
+  // went to malloc and free). Each edge also links to the previous edge into the same task, for
+  // waits_for; indices + 1, 0 for none.
+  std::vector<Task> tasks_;
+  std::vector<std::pair<TaskId, TaskId>> edges_;
+  std::vector<uint32_t> last_in_;     // per task
+  std::vector<uint32_t> previous_in_; // per edge
   std::array<TaskId, kStreamCount> last_;
   bool finished_ = false;
 };

@@ -16,7 +16,7 @@ Scheduler::Scheduler(const Workload& w) : w_(w)
   for (size_t i = 0; i < w.ranks.size(); ++i) {
     const auto& p  = w.ranks[i];
     const size_t n = boost::num_vertices(p.graph);
-    if (n >= UINT32_MAX)
+    if (n >= kNoEarliest)
       throw std::runtime_error(fmt::format("rank {}: {} tasks, more than the replay numbers", p.rank, n));
     auto& timeline = timelines_[i];
     timeline.rank  = p.rank;
@@ -28,8 +28,8 @@ Scheduler::Scheduler(const Workload& w) : w_(w)
       for (auto [e, end] = boost::out_edges(u, p.graph); e != end; ++e) {
         TaskState& s = state[boost::target(*e, p.graph)];
         ++s.waiting_for;
-        s.earliest           = std::min(s.earliest, static_cast<uint32_t>(u));
-        s.waits_for_previous = s.waits_for_previous || u + 1 == boost::target(*e, p.graph);
+        s.earliest           = std::min<uint32_t>(s.earliest, static_cast<uint32_t>(u));
+        s.waits_for_previous = s.waits_for_previous || u + 1 == boost::target(*e, p.graph) ? 1 : 0;
       }
     for (TaskId v = 0; v < n; ++v)
       if (state[v].waiting_for == 0)

@@ -43,7 +43,7 @@ public:
   // The task ran over [start, end]: its successors whose last predecessor it was become ready.
   void finish(const TaskRef& t, double start, double end);
   // The task belongs to a running chain, which finishes it itself: never ready on its own.
-  void claim(const TaskRef& t) { state_[t.rank_index][t.task].claimed = true; }
+  void claim(const TaskRef& t) { state_[t.rank_index][t.task].claimed = 1; }
   // True when task `next` of the rank waits for the task just before it and otherwise only for
   // tasks from `first` on: it may join a chain running tasks first .. next-1 (compute.hpp).
   bool may_join_chain(int rank_index, TaskId next, TaskId first) const
@@ -67,11 +67,13 @@ private:
   // each instead of one per array): predecessors not yet finished, the earliest predecessor and
   // whether the task just before it is one (from the graph's out-edges), and whether a chain
   // holds it.
+  // Eight bytes a task (a full-fidelity replay holds millions): task numbers fit in 30 bits.
+  static constexpr uint32_t kNoEarliest = (1u << 30) - 1;
   struct TaskState {
-    int32_t waiting_for     = 0;
-    uint32_t earliest       = UINT32_MAX;
-    bool waits_for_previous = false;
-    bool claimed            = false;
+    int32_t waiting_for         = 0;
+    uint32_t earliest           : 30 = kNoEarliest;
+    uint32_t waits_for_previous : 1  = 0;
+    uint32_t claimed            : 1  = 0;
   };
   std::vector<std::vector<TaskState>> state_;
   std::deque<TaskRef> ready_;

@@ -201,6 +201,7 @@ void read_network(JsonReader net, NetworkSpec& n, const std::vector<NodeGroupSpe
   n.levels           = static_cast<int>(net.integer("levels", 2, 2, 3));
   n.pod_radix        = static_cast<int>(net.integer("pod_radix", 8, 1, kMaxFabricSize));
   n.core_oversubscription = net.number("core_oversubscription", 1.0, 1.0);
+  n.sharp                 = net.boolean("sharp", false);
   // A fabric's object is required by its topology; when it is missing, that is the one problem.
   auto section = [&](const char* key) {
     if (n.topology == key && !net.has(key))

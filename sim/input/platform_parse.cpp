@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 namespace stepsim {
 
@@ -20,6 +21,42 @@ int PlatformSpec::total_gpus() const
   return total;
 }
 
+
+const std::vector<std::string>& nic_kind_names()
+{
+  // infiniband first: the default, and the fabric the "nic" figures of links.json were fitted on.
+  static const std::vector<std::string> names = {"infiniband", "roce", "efa", "tcpx", "tcpxo", "ethernet"};
+  return names;
+}
+
+namespace {
+
+// The node's NICs as stepsim builds them: `count` NICs, each shared by gpus_per_node / count GPUs
+// (topologies/platform.cpp, topologies/fabrics/rail.cpp). A node with NICs and GPUs in any other
+// ratio is laid out as NCCL uses it: the GPUs and NICs split into d = gcd(NICs, GPUs) equal PCIe
+// groups (AWS p5: 8 groups of one H100 and four 100 Gb/s EFA; a node of 12 NICs for 8 GPUs: 4
+// groups of two GPUs and three NICs); NCCL's channels use every NIC of the node, each GPU's
+// through the NICs nearest it on PCIe (NCCL src/graph/search.cc, ncclTopoCompute), so a group's
+// NICs act as one NIC of their summed bandwidth, on one rail. With no common divisor (3 NICs for 8 GPUs) no even split exists:
+// some GPUs would reach more NIC bandwidth than others, which one NIC per group cannot describe.
+void lay_out_nics(NicSpec& nic, int gpus_per_node, JsonReader& reader)
+{
+  if (nic.count <= 0 || gpus_per_node <= 0 || gpus_per_node % nic.count == 0)
+    return; // one NIC per GPU, or one shared by several: built as given
+  const int groups = std::gcd(nic.count, gpus_per_node);
+  if (groups == 1) {
+    reader.problems().add(reader.path_of("count"),
+                          fmt::format("{} NICs cannot be shared evenly by {} GPUs per node: expected a divisor of {} "
+                                      "(GPUs sharing a NIC), a multiple of it (several NICs per GPU), or a count "
+                                      "with a common divisor, so that GPUs and NICs split into equal PCIe groups",
+                                      nic.count, gpus_per_node, gpus_per_node));
+    return;
+  }
+  nic.bandwidth_Bps *= static_cast<double>(nic.count / groups);
+  nic.count = groups;
+}
+
+} // namespace
 
 void read_platform(JsonReader r, PlatformSpec& platform)
 {
@@ -66,21 +103,10 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     spec.nic.count            = static_cast<int>(nic.integer("count", 8, 1, 8 * kMaxGpusPerNode));
     spec.nic.bandwidth_Bps    = nic.bandwidth("bandwidth", 25e9);
     spec.nic.latency_s        = nic.time("latency", 2e-6);
+    spec.nic.kind             = nic.text("kind", nic_kind_names().front(), nic_kind_names());
     nic.reject_unknown_keys();
     g.reject_unknown_keys();
-    if (spec.nic.count > spec.gpus_per_node && spec.nic.count % spec.gpus_per_node == 0) {
-      // Several NICs per GPU (AWS p5: 32 × 100 Gb/s EFA for 8 H100), each GPU's on its own PCIe
-      // switch: NCCL spreads a GPU's channels over all of them, so they act as one NIC of their
-      // summed bandwidth per GPU, on the same rail.
-      const int per_gpu       = spec.nic.count / spec.gpus_per_node;
-      spec.nic.count          = spec.gpus_per_node;
-      spec.nic.bandwidth_Bps *= per_gpu;
-    } else if (spec.nic.count > spec.gpus_per_node || spec.gpus_per_node % spec.nic.count != 0) {
-      r.problems().add(nic.path_of("count"),
-                       fmt::format("{} NICs cannot be shared evenly by {} GPUs per node: expected a divisor of {} "
-                                   "(GPUs sharing a NIC) or a multiple of it (several NICs per GPU)",
-                                   spec.nic.count, spec.gpus_per_node, spec.gpus_per_node));
-    }
+    lay_out_nics(spec.nic, spec.gpus_per_node, nic);
     platform.node_groups.push_back(spec);
   }
   read_network(r.object("network"), platform.network, platform.node_groups);

@@ -8,4 +8,9 @@ namespace stepsim {
 
 void read_platform(JsonReader r, PlatformSpec& platform);
 
+// The NIC kinds a node group's `nic.kind` may name, the default (infiniband) first. Their figures
+// are in configs/calibration/links.json "nic_kinds" (models/link_calibration.cpp), which must
+// name each of them.
+const std::vector<std::string>& nic_kind_names();
+
 } // namespace stepsim

@@ -136,7 +136,7 @@ void read_parallelism(JsonReader r, ParallelSpec& p, const FrameworkProfile& fra
     r.problems().add(r.path_of("bucket_size"), fmt::format("{:.0f} bytes is more than 1PiB", p.bucket_bytes));
 }
 
-void read_simulation(JsonReader r, SimulationSpec& s)
+void read_simulation(JsonReader r, SimulationSpec& s, const std::string& base_dir)
 {
   s.fidelity             = r.text("fidelity", std::string("reduced"), {"reduced", "full"});
   // A name for every collective type, or an object of names per type ({"all_reduce": "tree",
@@ -167,6 +167,16 @@ void read_simulation(JsonReader r, SimulationSpec& s)
   s.compute_model        = r.text("compute_model", std::string("kernel"));
   s.allow_oom            = r.boolean("allow_oom", false);
   s.network_fidelity     = r.text("network_fidelity", std::string("flow"), {"flow", "analytic"});
+  // A file of `stepsim calibrate network`, relative to the scenario's folder; read and checked by
+  // validate() (sim/validate.cpp), applied by simulate() (models/link_calibration.hpp).
+  if (r.has("network_calibration")) {
+    s.network_calibration = r.text("network_calibration");
+    if (s.network_calibration.empty() && r.raw("network_calibration")->is_string())
+      r.problems().add(r.path_of("network_calibration"),
+                       "expected the path of a file written by `stepsim calibrate network -o FILE`, got \"\"");
+    else if (std::filesystem::path(s.network_calibration).is_relative())
+      s.network_calibration = (std::filesystem::path(base_dir) / s.network_calibration).lexically_normal().string();
+  }
   for (auto& e : r.array_of_objects("stragglers")) {
     SimulationSpec::Straggler st;
     const bool rank = e.has("rank"), link = e.has("link");
@@ -382,7 +392,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& base_
     check_federated_scenario(top, s); // no platform: the clients in training.federated are it
   else
     read_platform(top.object("platform", true), s.platform);
-  read_simulation(top.object("simulation"), s.simulation);
+  read_simulation(top.object("simulation"), s.simulation, base_dir);
   for (size_t i = 0; i < s.simulation.stragglers.size(); ++i)
     if (s.simulation.stragglers[i].rank >= s.platform.total_gpus() && problems.empty())
       problems.add(fmt::format("simulation.stragglers[{}].rank", i),

@@ -109,6 +109,12 @@ int run_synth(const SynthOptions& o)
   return 0;
 }
 
+} // namespace
+
+std::function<int()> setup_calibrate_network(CLI::App& calibrate); // calibrate_network_command.cpp
+
+namespace {
+
 std::function<int()> setup(CLI::App& sub)
 {
   sub.require_subcommand(1);
@@ -133,11 +139,13 @@ std::function<int()> setup(CLI::App& sub)
   sub.footer("Examples:\n  stepsim calibrate fit h200.json -o configs/calibration/H200-SXM.json\n"
              "  stepsim calibrate synth --device H200-SXM --gemm-efficiency 0.7 -o synth.json && stepsim calibrate fit "
              "synth.json");
-  return [f, fit, synth] { return f->parsed() ? run_fit(*fit) : run_synth(*synth); };
+  auto network = setup_calibrate_network(sub);
+  return [f, s, fit, synth, network] { return f->parsed() ? run_fit(*fit) : s->parsed() ? run_synth(*synth) : network(); };
 }
 
 const bool registered = CommandRegistry::add(
-    "calibrate", "fit the kernel cost model to measured kernel times (fit), or make a synthetic measurement file (synth)",
+    "calibrate", "fit the kernel cost model to measured kernel times (fit), make a synthetic measurement file (synth), "
+                 "or fit the network to nccl-tests logs (network)",
     Command{setup});
 
 } // namespace

@@ -3,10 +3,12 @@
 // model against nccl-tests runs on the real machine.
 #include "models/collectives/collective.hpp"
 #include "models/collectives/protocol.hpp"
+#include "models/link_calibration.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/core/units.hpp"
 #include "topologies/collective_groups.hpp"
 #include "tools/driver/collective_bench.hpp"
+#include "tools/driver/nccl_compare.hpp"
 #include "sim/simulate.hpp"
 #include "tools/stepsim/command.hpp"
 
@@ -24,6 +26,8 @@ namespace {
 
 struct CollectiveOptions {
   std::string file, platform, preset, op = "all_reduce", algorithm, protocol, sizes, min = "8B", max = "8GiB", json_out, network;
+  std::string network_calibration; // a file of `stepsim calibrate network`
+  std::string compare, compare_case; // --compare FILE [--case NAME]: published runs against the model
   std::vector<std::string> sets;
   int gpus    = 0;
   int nodes   = 0;
@@ -62,8 +66,33 @@ std::vector<double> sizes_of(const CollectiveOptions& o)
   return sizes;
 }
 
+// --compare FILE: every published case of FILE timed on its preset (tools/driver/nccl_compare.hpp).
+int run_compare(const CollectiveOptions& o)
+{
+  if (!o.file.empty() || !o.platform.empty() || !o.preset.empty() || !o.sets.empty() || o.nodes != 0 || o.gpus != 0)
+    throw InputError({"--compare: each case of the file names its preset, nodes and GPUs; give no FILE, --platform, "
+                      "--preset, --set, --nodes or --gpus with it"});
+  if (!o.network.empty() && o.network != "flow" && o.network != "analytic")
+    throw InputError({fmt::format("--network: expected flow or analytic, got \"{}\"", o.network)});
+  const Comparison c = compare_published(o.compare, o.network == "analytic", o.compare_case);
+  if (c.cases.empty())
+    throw InputError({fmt::format("--case: no case of {} has \"{}\" in its name", o.compare, o.compare_case)});
+  if (o.json_out == "-")
+    fmt::print("{}\n", comparison_json(c).dump(2));
+  else {
+    fmt::print("{}", comparison_table(c));
+    if (!o.json_out.empty())
+      write_text_file(o.json_out, comparison_json(c).dump(2) + "\n");
+  }
+  return 0;
+}
+
 int run(const CollectiveOptions& o)
 {
+  if (!o.compare.empty())
+    return run_compare(o);
+  if (!o.compare_case.empty())
+    throw InputError({"--case: applies to --compare only"});
   const int sources = (o.file.empty() ? 0 : 1) + (o.platform.empty() ? 0 : 1) + (o.preset.empty() ? 0 : 1);
   if (sources != 1)
     throw InputError({"FILE: give exactly one of a scenario FILE, --platform FILE or --preset NAME"});
@@ -92,13 +121,21 @@ int run(const CollectiveOptions& o)
     one.groups.push_back(Group{"benchmark", members, {}, false, 0, {}});
     describe_groups(one, s.platform, {}, s.simulation.nccl_channels);
     const Group& g         = one.groups.front();
-    const GroupShape shape = group_shape(g.node_of_member, g.in_switch_reduction, g.channels);
+    const GroupShape shape = group_shape(g); // its flags too: NVLS, SHARP
     concrete_algorithm(chosen, *op, shape, 1.0).steps(*op, shape, 1.0);
   } catch (const std::invalid_argument& e) {
     throw InputError({fmt::format("--algorithm: {} (group of {} members)", e.what(), n)});
   }
   const std::vector<double> sizes = sizes_of(o);
   const double factor             = bus_bandwidth_factor(*op, n);
+  // The cluster's own calibration, for these timings only: the flag's, else the scenario's
+  // simulation.network_calibration (models/link_calibration.hpp).
+  std::unique_ptr<ScopedLinkEfficiency> calibration;
+  if (!o.network_calibration.empty())
+    calibration = std::make_unique<ScopedLinkEfficiency>(
+        load_network_calibration(o.network_calibration, load_link_efficiency(), "--network-calibration"));
+  else
+    calibration = network_calibration_scope(s.simulation);
 
   nlohmann::json doc = {{"op", collective_name(*op)}, {"gpus", n},         {"one_per_node", o.stride},
                         {"algorithm", algorithm},     {"protocol", protocol},
@@ -143,14 +180,21 @@ std::function<int()> setup(CLI::App& sub)
   sub.add_option("--algorithm", o->algorithm, "collective algorithm (default simulation.collective_algorithm)");
   sub.add_option("--protocol", o->protocol, "NCCL protocol: auto, LL, LL128 or Simple (default simulation.nccl_protocol)");
   sub.add_option("--network", o->network, "flow or analytic (default simulation.network_fidelity)");
+  sub.add_option("--network-calibration", o->network_calibration,
+                 "a calibration file of `stepsim calibrate network` (default simulation.network_calibration)");
   auto* sizes = sub.add_option("--sizes", o->sizes, "comma-separated buffer sizes, e.g. 1MB,16MB,256MB");
   sub.add_option("--min", o->min, "smallest size when doubling (default 8B, like nccl-tests -b 8)")->excludes(sizes);
   sub.add_option("--max", o->max, "largest size when doubling (default 8GiB, like nccl-tests -e 8G)")->excludes(sizes);
   sub.add_option("--json", o->json_out, "write the rows as JSON to this file (- = standard output, no table)");
+  sub.add_option("--compare", o->compare,
+                 "published nccl-tests cases (configs/calibration/nccl_tests_published.json): time each on its preset "
+                 "and print the bus bandwidth error per case (>= 64 MiB and 8 KiB-1 MiB)");
+  sub.add_option("--case", o->compare_case, "with --compare: only the cases whose name contains this");
   sub.footer("Examples:\n  stepsim collective configs/scenarios/default.json --gpus 8 --sizes 1MB,16MB,256MB\n"
              "  stepsim collective --preset dgx-a100 --nodes 2 --min 8KB --max 1GiB --json rows.json\n"
              "  stepsim collective configs/scenarios/default.json --stride --op all_gather --algorithm direct\n"
-             "  stepsim collective configs/scenarios/default.json --gpus 8 --algorithm halving_doubling --min 1KB --max 64MB");
+             "  stepsim collective configs/scenarios/default.json --gpus 8 --algorithm halving_doubling --min 1KB --max 64MB\n"
+             "  stepsim collective --compare configs/calibration/nccl_tests_published.json --case aws");
   return [o] { return run(*o); };
 }
 

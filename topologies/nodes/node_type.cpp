@@ -170,9 +170,11 @@ PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEff
       g.intra_node.bandwidth_Bps *= efficiency.nvswitch;
       g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.nvswitch_step_s : 0;
     }
-    g.nic.bandwidth_Bps *= efficiency.nic;
+    // Each NIC kind its own figures (links.json "nic_kinds"); infiniband's are `nic`'s.
+    const NicKindCost nic = efficiency.nic_kind(g.nic.kind);
+    g.nic.bandwidth_Bps *= nic.efficiency;
     // A link given zero latency is an idealisation (free communication): it gets no step cost either.
-    g.nic.latency_s += g.nic.latency_s > 0 ? efficiency.nic_step_s : 0;
+    g.nic.latency_s += g.nic.latency_s > 0 ? nic.step_s : 0;
   }
   return achieved;
 }

@@ -1,0 +1,145 @@
+// NVLS-tree (NCCL 2.18+, NCCL_ALGO_NVLS_TREE): all-reduce across nodes whose NVSwitch reduces in
+// the switch (H100, H200, B200 nodes). Inside a node the buffer is split over its k GPUs, each
+// the head of S/k; the NVSwitch reduces the node's buffers into the heads (multimem loads with
+// reduction) and, at the end, multicasts the result back (multimem stores). Across nodes each
+// head runs NCCL's double binary tree over the nodes (src/graph/trees.cc ncclGetDtree) with the
+// heads of the same index on the other nodes, through its own NIC. NCCL runs the four parts at
+// once on different chunks (src/device/all_reduce.h, RunWorkElement<..., NCCL_ALGO_NVLS_TREE>:
+// scatter, gather, reduce and broadcast warps side by side), so a large all-reduce takes the
+// longest of the NVSwitch part and the tree part, not their sum.
+//
+// Bytes per link. Across nodes a tree over 2 nodes moves S per node and direction (each node
+// is the child in one of the two trees: it sends S/2 up and receives S/2 down in each), half of
+// what a ring moves through the NICs; over more nodes a node internal in one tree sends 2S, as
+// much as the ring. Inside the node each GPU link carries S + S/k in each direction (S into the
+// switch and its S/k share back; its share out and the S result back), and the switch reduces at
+// links.json nvswitch.in_switch_reduction per GPU (as for nvls), which bounds that part to S over
+// that rate.
+//
+// As flows: lanes 0..2k-1 are the trees, lane l tree l % 2 among the heads of index (l / 2) % k,
+// each on S/(2k), pipelined in chunks (reduce up to the root, then broadcast down, as "tree").
+// The last lane is the NVSwitch's share: SimGrid transfers run between hosts and the switch is a
+// router, so, as nvls does, each member sends to the next member of its node, which puts the same
+// load on every GPU link (S(1 + 1/k), or S x link rate / reduction rate when the switch is the
+// slower, in each direction), in one transfer that runs alongside the trees' chunks (it shares no
+// link with them: a GPU reaches its NIC without crossing the NVSwitch). Its start-up is paid by
+// the trees' first chunk, as NCCL's NVLS part starts with its first chunk too.
+// Needs at least two nodes with the same number (>= 2) of members each, every node's switch
+// reducing; all-reduce only.
+#include "models/collectives/collective.hpp"
+#include "models/collectives/nccl_trees.hpp"
+#include "models/link_calibration.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace stepsim {
+namespace {
+
+void check(CollectiveOp op, const GroupShape& g)
+{
+  if (op != CollectiveOp::AllReduce)
+    throw std::invalid_argument(std::string("the nvls_tree algorithm does not implement ") + collective_name(op) +
+                                " (all_reduce only, as in NCCL)");
+  if (g.n <= 1)
+    return;
+  if (g.nodes() < 2)
+    throw std::invalid_argument("the nvls_tree algorithm runs across nodes (NCCL enables NVLS_TREE only with 2 "
+                                "nodes or more); inside one node use nvls");
+  if (!g.in_switch_reduction)
+    throw std::invalid_argument("the nvls_tree algorithm needs nodes whose NVSwitch reduces in the switch "
+                                "(NVSwitch nodes of H100, H200 or B200 GPUs)");
+  if (g.per_node < 2)
+    throw std::invalid_argument("the nvls_tree algorithm needs the same number of members, at least 2, on every "
+                                "node, got " + std::to_string(g.n) + " members on " + std::to_string(g.nodes()) +
+                                " nodes");
+}
+
+// The tree lanes: two trees per head (simulation.nccl_channels, even, when given).
+int tree_lanes(const GroupShape& g)
+{
+  if (g.channels > 0)
+    return std::max(2, g.channels - g.channels % 2);
+  return 2 * std::max(1, g.per_node);
+}
+
+int lanes(CollectiveOp, const GroupShape& g, double) { return tree_lanes(g) + 1; }
+
+int chunks(const GroupShape& g, double bytes) { return pipeline_chunks(bytes / tree_lanes(g)); }
+
+int steps(CollectiveOp op, const GroupShape& g, double bytes)
+{
+  check(op, g);
+  if (g.n <= 1)
+    return 0;
+  return 2 * (chunks(g, bytes) + 1);
+}
+
+// What each GPU link carries per direction for the NVSwitch's part (see the header).
+double switch_bytes(const GroupShape& g, double bytes)
+{
+  const double links     = bytes * (1.0 + 1.0 / g.per_node);
+  const double reduction = link_efficiency().nvls_reduction_Bps;
+  if (reduction > 0 && g.intra.bandwidth_Bps > 0)
+    return std::max(links, bytes * g.intra.bandwidth_Bps / reduction);
+  return links;
+}
+
+CollectiveStep step(CollectiveOp, const GroupShape& g, double bytes, int lane, int member, int step)
+{
+  const int T      = tree_lanes(g);
+  const int C      = chunks(g, bytes);
+  const bool up    = step <= C;
+  const int k      = up ? step : step - (C + 1);
+  const int node   = g.node_of_member[static_cast<size_t>(member)];
+  const int local  = g.local_rank[static_cast<size_t>(member)];
+  const int per    = g.per_node;
+  const auto& here = g.node_members[static_cast<size_t>(node)];
+  CollectiveStep s;
+  if (lane == T) { // the NVSwitch's share, one transfer alongside the trees' chunks
+    if (step == 0) {
+      s.bytes = switch_bytes(g, bytes);
+      s.send(here[static_cast<size_t>((local + 1) % per)]);
+      s.recv(here[static_cast<size_t>((local - 1 + per) % per)]);
+    }
+    return s;
+  }
+  const int head = (lane / 2) % per;
+  if (local != head)
+    return s;
+  const TreeLinks t = nccl_dtree(g.nodes(), node, lane % 2);
+  auto head_of      = [&](int other) { return g.node_members[static_cast<size_t>(other)][static_cast<size_t>(head)]; };
+  s.bytes           = bytes / T / C;
+  if (up) { // receive chunk k from the children, pass chunk k-1 up
+    if (k < C)
+      for (int c : t.children)
+        if (c >= 0)
+          s.recv(head_of(c));
+    if (k >= 1 && t.parent >= 0)
+      s.send(head_of(t.parent));
+  } else { // receive chunk k from the parent, pass chunk k-1 down
+    if (k < C && t.parent >= 0)
+      s.recv(head_of(t.parent));
+    if (k >= 1)
+      for (int c : t.children)
+        if (c >= 0)
+          s.send(head_of(c));
+  }
+  return s;
+}
+
+const bool registered = CollectiveRegistry::add(
+    "nvls_tree",
+    "NCCL's NVLS_TREE across nodes whose NVSwitch reduces (H100/H200/B200): the switch reduces inside each node, "
+    "each GPU runs the double binary tree across nodes on its S/k through its NIC",
+    CollectiveAlgorithm{.name                 = "nvls_tree",
+                        .lanes                = lanes,
+                        .steps                = steps,
+                        .step                 = step,
+                        .pick                 = {},
+                        .nccl                 = NcclAlgorithm::NvlsTree,
+                        .simple_protocol_only = true});
+
+} // namespace
+} // namespace stepsim

@@ -1,0 +1,113 @@
+// NIC kinds (platform node_groups[i].nic.kind): each its own achieved bandwidth and per-step
+// latency from configs/calibration/links.json "nic_kinds"; infiniband, the default, is today's
+// `nic` entry; an unknown kind is refused with the closest name.
+#include "support.hpp"
+
+#include "models/device.hpp"
+#include "models/link_calibration.hpp"
+#include "sim/input/json_reader.hpp"
+#include "sim/input/platform_parse.hpp"
+#include "sim/simulate.hpp"
+#include "topologies/preset.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <string>
+
+using namespace stepsim;
+
+namespace {
+
+// Two 8-GPU H100 nodes with one 400 Gb/s NIC per GPU of the given kind ("" = none given).
+std::string platform_file(const std::string& kind)
+{
+  nlohmann::json nic = {{"count", 8}, {"bandwidth", "400Gbps"}, {"latency", "2us"}};
+  if (!kind.empty())
+    nic["kind"] = kind;
+  nlohmann::json doc = {{"platform",
+                         {{"node_groups",
+                           {{{"count", 2},
+                             {"gpu", "H100-SXM"},
+                             {"gpus_per_node", 8},
+                             {"intra_node", {{"type", "nvswitch"}, {"bandwidth", "450GBps"}, {"latency", "1us"}}},
+                             {"nic", nic}}}},
+                          {"network", {{"topology", "fat_tree"}}}}}};
+  return testing::write_temp_file(fmt::format("nic-kind-{}.json", kind.empty() ? "none" : kind), doc.dump());
+}
+
+nlohmann::json rows(const std::string& kind, const std::string& extra = "")
+{
+  auto r = testing::run_stepsim("collective --platform " + platform_file(kind) +
+                                " --op all_reduce --sizes 64KiB,1GiB --json -" + extra);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.output).at("rows");
+}
+
+} // namespace
+
+TEST_CASE("links.json names every NIC kind; infiniband's figures are the nic entry's", "[nic_kinds]")
+{
+  const LinkEfficiency e = load_link_efficiency();
+  REQUIRE(e.nic_kinds.size() == nic_kind_names().size());
+  for (const auto& name : nic_kind_names()) {
+    INFO(name);
+    REQUIRE(e.nic_kinds.count(name) == 1);
+    CHECK(e.nic_kinds.at(name).efficiency > 0);
+    CHECK(e.nic_kinds.at(name).efficiency <= 1);
+  }
+  CHECK(e.nic_kind("infiniband").efficiency == e.nic);
+  CHECK(e.nic_kind("infiniband").step_s == e.nic_step_s);
+  // EFA and GPUDirect-TCPX(O) pay about an order of magnitude more per step than InfiniBand.
+  for (const char* slow : {"efa", "tcpx", "tcpxo", "ethernet"})
+    CHECK(e.nic_kind(slow).step_s > 10 * e.nic_step_s);
+}
+
+TEST_CASE("nic.kind: infiniband by default, byte for byte; EFA slower per step and per byte", "[nic_kinds]")
+{
+  const auto none = rows("");
+  const auto ib   = rows("infiniband");
+  CHECK(none == ib);
+  const auto efa          = rows("efa");
+  const LinkEfficiency e  = load_link_efficiency();
+  const double extra_step = (e.nic_kind("efa").step_s - e.nic_kind("infiniband").step_s) * 1e6;
+  // A 64 KiB all-reduce across two nodes crosses the network at least once: it pays EFA's extra
+  // step latency at least once.
+  CHECK(efa[0].at("time_us").get<double>() > ib[0].at("time_us").get<double>() + extra_step);
+  // 1 GiB is bandwidth-bound: EFA's lower achieved fraction shows in the bus bandwidth.
+  if (e.nic_kind("efa").efficiency < e.nic_kind("infiniband").efficiency)
+    CHECK(efa[1].at("busbw_GBps").get<double>() < ib[1].at("busbw_GBps").get<double>());
+}
+
+TEST_CASE("nic.kind: an unknown kind exits 2 naming the path and the closest kind", "[nic_kinds]")
+{
+  auto r = testing::run_stepsim("collective --platform " + platform_file("efx") + " --sizes 1MiB");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("platform.node_groups[0].nic.kind: unknown value \"efx\" (did you mean \"efa\"?)"));
+}
+
+TEST_CASE("the cloud presets parse with their NIC kinds and layouts", "[nic_kinds]")
+{
+  struct Expect {
+    const char* preset;
+    const char* kind;
+    int nics;          // as built: one per PCIe group
+    double nic_Bps;    // per built NIC
+  };
+  for (const Expect& x : {Expect{"aws-p5", "efa", 8, 4 * 100e9 / 8}, Expect{"aws-p5en", "efa", 8, 2 * 200e9 / 8},
+                          Expect{"aws-p4d", "efa", 4, 100e9 / 8}, Expect{"aws-p4de", "efa", 4, 100e9 / 8},
+                          Expect{"gcp-a3", "tcpx", 4, 200e9 / 8}, Expect{"gcp-a3-mega", "tcpxo", 8, 200e9 / 8},
+                          Expect{"oci-bm-gpu4-8", "roce", 8, 2 * 100e9 / 8},
+                          Expect{"azure-ndv4", "infiniband", 8, 200e9 / 8},
+                          Expect{"azure-ndv5", "infiniband", 8, 400e9 / 8}}) {
+    INFO(x.preset);
+    nlohmann::json doc = testing::small_scenario(1, 16, 16);
+    doc["platform"]    = {{"preset", x.preset}, {"nodes", 2}};
+    const Scenario s   = parse_scenario(expand_platform_preset(doc));
+    const auto& g      = s.platform.node_groups[0];
+    CHECK(g.nic.kind == x.kind);
+    CHECK(g.nic.count == x.nics);
+    CHECK(g.nic.bandwidth_Bps == Approx(x.nic_Bps));
+  }
+}

@@ -1,0 +1,173 @@
+#include "tools/driver/nccl_compare.hpp"
+
+#include "models/collectives/collective.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/input/json_reader.hpp"
+#include "tools/driver/collective_bench.hpp"
+#include "topologies/collective_groups.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace stepsim {
+
+SizeFamily size_family(double bytes)
+{
+  if (bytes >= 64.0 * (1 << 20))
+    return SizeFamily::Large;
+  if (bytes >= 8192 && bytes <= (1 << 20))
+    return SizeFamily::Small;
+  return SizeFamily::None;
+}
+
+namespace {
+
+void add_error(FamilyError& f, double error)
+{
+  f.mape = (f.mape * f.rows + std::abs(error)) / (f.rows + 1);
+  ++f.rows;
+}
+
+// Why `algorithm` cannot run `op` on the group, or "" when it can: not registered (an algorithm
+// still to come, such as collnet), or refusing the group's shape, as `stepsim collective` checks.
+std::string refusal(const Scenario& s, const std::vector<int>& members, CollectiveOp op, const std::string& algorithm)
+{
+  const auto* chosen = CollectiveRegistry::find(algorithm);
+  if (chosen == nullptr)
+    return fmt::format("no collective algorithm named \"{}\"", algorithm);
+  try {
+    Workload one;
+    one.groups.push_back(Group{"benchmark", members, {}, false, 0, {}});
+    describe_groups(one, s.platform, {}, s.simulation.nccl_channels);
+    const Group& g         = one.groups.front();
+    const GroupShape shape = group_shape(g); // its flags too: NVLS, SHARP
+    concrete_algorithm(*chosen, op, shape, 1.0).steps(op, shape, 1.0);
+  } catch (const std::invalid_argument& e) {
+    return fmt::format("{} refuses the group: {}", algorithm, e.what());
+  }
+  return "";
+}
+
+} // namespace
+
+Comparison compare_published(const std::string& file, bool analytic_network, const std::string& only, int max_gpus)
+{
+  const nlohmann::json doc = read_json_file(file);
+  Problems problems;
+  JsonReader r(doc, file, problems);
+  Comparison out;
+  for (auto& c : r.array_of_objects("cases", true)) {
+    ComparedCase cc;
+    cc.name      = c.text("name");
+    cc.preset    = c.text("preset");
+    cc.nodes     = static_cast<int>(c.integer("nodes", std::nullopt, 1, 1 << 17));
+    cc.gpus      = static_cast<int>(c.integer("gpus", std::nullopt, 1, 1 << 20));
+    cc.op        = c.text("op", std::nullopt, {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"});
+    cc.algorithm = c.text("algorithm", std::string("auto"));
+    for (const char* key : {"as_run", "hardware", "source", "trust", "notes"})
+      c.raw(key);
+    struct Row {
+      double bytes, measured_GBps;
+    };
+    std::vector<Row> rows;
+    const auto* given = c.raw("rows");
+    if (given == nullptr || !given->is_array())
+      problems.add(c.path_of("rows"), "expected an array of rows {\"bytes\": ..., \"time_us\": ..., \"busbw_GBps\": ...}");
+    c.reject_unknown_keys();
+    problems.throw_if_any();
+    if (!only.empty() && cc.name.find(only) == std::string::npos)
+      continue;
+    const CollectiveOp op = *benchmark_op(cc.op);
+    const double factor   = bus_bandwidth_factor(op, cc.gpus);
+    for (size_t i = 0; i < given->size(); ++i) {
+      JsonReader row(given->at(i), fmt::format("{}[{}]", c.path_of("rows"), i), problems);
+      const double bytes = row.number("bytes", std::nullopt, 1);
+      const double time  = row.has("time_us") ? row.number("time_us", std::nullopt, 0, true) : 0;
+      const double busbw = row.has("busbw_GBps") ? row.number("busbw_GBps") : 0;
+      row.raw("in_place");
+      row.raw("digitized");
+      row.reject_unknown_keys();
+      // nccl-tests' own busbw, unrounded: its two printed decimals are a large part of 0.09 GB/s.
+      const double measured = time > 0 ? bytes / (time * 1e-6) / 1e9 * factor : busbw;
+      if (size_family(bytes) != SizeFamily::None && measured > 0)
+        rows.push_back({bytes, measured});
+    }
+    problems.throw_if_any();
+    const Scenario s                 = platform_scenario(cc.preset, "", cc.nodes);
+    const std::vector<int> members   = benchmark_group(s.platform, cc.gpus, false);
+    cc.not_modelled                  = max_gpus > 0 && cc.gpus > max_gpus
+                                           ? fmt::format("not run here: more than {} GPUs", max_gpus)
+                                           : refusal(s, members, op, cc.algorithm);
+    if (cc.not_modelled.empty())
+      for (const auto& row : rows) {
+        const auto timed = time_collective(s.platform, members, op, row.bytes, cc.algorithm, analytic_network, "auto");
+        ComparedRow cr;
+        cr.bytes          = row.bytes;
+        cr.measured_GBps  = row.measured_GBps;
+        cr.predicted_GBps = row.bytes / timed.seconds / 1e9 * factor;
+        cr.picked         = timed.algorithm;
+        cr.family         = size_family(row.bytes);
+        add_error(cr.family == SizeFamily::Large ? cc.large : cc.small, cr.error());
+        add_error(cr.family == SizeFamily::Large ? out.large : out.small, cr.error());
+        cc.rows.push_back(cr);
+      }
+    out.cases.push_back(cc);
+  }
+  r.raw("description");
+  r.raw("families");
+  r.raw("not_described");
+  r.reject_unknown_keys();
+  problems.throw_if_any();
+  return out;
+}
+
+std::string comparison_table(const Comparison& c)
+{
+  auto cell = [](const FamilyError& f) {
+    return f.rows == 0 ? fmt::format("{:>14}", "-") : fmt::format("{:>8.1f} % ({:>2})", 100 * f.mape, f.rows);
+  };
+  std::string out = fmt::format("# bus bandwidth MAPE of stepsim collective against published nccl-tests rows "
+                                "(rows: >= 64 MiB | 8 KiB - 1 MiB)\n");
+  out += fmt::format("{:<52} {:<18} {:>5} {:<15} {:>14} {:>14}\n", "case", "preset", "gpus", "op/algorithm",
+                     ">= 64 MiB", "8 KiB-1 MiB");
+  for (const auto& k : c.cases) {
+    const std::string what = fmt::format("{}/{}", k.op == "all_reduce" ? "AR" : k.op == "all_gather" ? "AG"
+                                                   : k.op == "reduce_scatter"                          ? "RS"
+                                                                                                       : "A2A",
+                                         k.algorithm);
+    if (!k.not_modelled.empty())
+      out += fmt::format("{:<52} {:<18} {:>5} {:<15} not modelled: {}\n", k.name, k.preset, k.gpus, what, k.not_modelled);
+    else
+      out += fmt::format("{:<52} {:<18} {:>5} {:<15} {} {}\n", k.name, k.preset, k.gpus, what, cell(k.large),
+                         cell(k.small));
+  }
+  out += fmt::format("{:<52} {:<18} {:>5} {:<15} {} {}\n", "all cases run", "", "", "", cell(c.large), cell(c.small));
+  return out;
+}
+
+nlohmann::json comparison_json(const Comparison& c)
+{
+  auto family = [](const FamilyError& f) { return nlohmann::json{{"rows", f.rows}, {"mape", f.mape}}; };
+  nlohmann::json cases = nlohmann::json::array();
+  for (const auto& k : c.cases) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : k.rows)
+      rows.push_back({{"bytes", r.bytes},
+                      {"family", r.family == SizeFamily::Large ? "large" : "small"},
+                      {"measured_busbw_GBps", r.measured_GBps},
+                      {"predicted_busbw_GBps", r.predicted_GBps},
+                      {"error", r.error()},
+                      {"picked", r.picked}});
+    nlohmann::json j = {{"name", k.name},   {"preset", k.preset},       {"nodes", k.nodes},
+                        {"gpus", k.gpus},   {"op", k.op},               {"algorithm", k.algorithm},
+                        {"large", family(k.large)}, {"small", family(k.small)}, {"rows", rows}};
+    if (!k.not_modelled.empty())
+      j["not_modelled"] = k.not_modelled;
+    cases.push_back(j);
+  }
+  return {{"cases", cases}, {"large", family(c.large)}, {"small", family(c.small)}};
+}
+
+} // namespace stepsim

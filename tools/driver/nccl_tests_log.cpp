@@ -1,0 +1,272 @@
+#include "tools/driver/nccl_tests_log.hpp"
+
+#include "sim/core/input_error.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <regex>
+#include <sstream>
+
+namespace stepsim {
+namespace {
+
+std::vector<std::string> tokens_of(const std::string& line)
+{
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string t; in >> t;)
+    out.push_back(t);
+  return out;
+}
+
+std::optional<double> number(const std::string& text)
+{
+  if (text.empty())
+    return std::nullopt;
+  try {
+    size_t used    = 0;
+    const double v = std::stod(text, &used);
+    if (used != text.size() || !std::isfinite(v))
+      return std::nullopt;
+    return v;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+bool is_integer(const std::string& text)
+{
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// mpirun --tag-output writes "[1,0]<stdout>:" before every line (Open MPI); the Echo logs of
+// tests/nccl_logs keep it.
+std::string without_launcher_prefix(const std::string& line)
+{
+  static const std::regex prefix(R"(^\[\d+,\d+\]<std(out|err)>:)");
+  std::smatch m;
+  if (std::regex_search(line, m, prefix))
+    return m.suffix().str();
+  return line;
+}
+
+std::string op_from_file_name(const std::string& path)
+{
+  std::string name = std::filesystem::path(path).filename().string();
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '_' || c == '-'; }), name.end());
+  // nccl-tests' binaries: all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf,
+  // sendrecv_perf; "allreduce" and the like once '_' and '-' are dropped.
+  for (const auto& [key, op] : std::vector<std::pair<std::string, std::string>>{{"allreduce", "all_reduce"},
+                                                                                {"allgather", "all_gather"},
+                                                                                {"reducescatter", "reduce_scatter"},
+                                                                                {"alltoall", "alltoall"},
+                                                                                {"sendrecv", "sendrecv"}})
+    if (name.find(key) != std::string::npos)
+      return op;
+  return "";
+}
+
+// nccl-tests' bus bandwidth factors (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md):
+// all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall (n-1)/n; sendrecv 1.
+std::string op_from_table(const NcclTestsLog& log)
+{
+  const double n = static_cast<double>(log.ranks.size());
+  double ratio = 0;
+  int rows     = 0;
+  std::string redop;
+  for (const auto& r : log.rows)
+    if (r.algbw_GBps >= 1) { // two printed decimals: below 1 GB/s the ratio is noise
+      ratio += r.busbw_GBps / r.algbw_GBps;
+      ++rows;
+      redop = r.redop;
+    }
+  if (rows == 0)
+    return "";
+  ratio /= rows;
+  const auto near = [&](double factor) { return std::abs(ratio / factor - 1) < 0.02; };
+  const bool reduces = redop != "none";
+  std::vector<std::string> fits;
+  if (near(2 * (n - 1) / n) && reduces)
+    fits.push_back("all_reduce");
+  if (near((n - 1) / n))
+    for (const char* op : reduces ? std::vector<const char*>{"reduce_scatter"} : std::vector<const char*>{"all_gather", "alltoall"})
+      fits.push_back(op);
+  if (near(1.0) && reduces)
+    fits.push_back("sendrecv");
+  return fits.size() == 1 ? fits.front() : "";
+}
+
+} // namespace
+
+int NcclTestsLog::ranks_per_host() const
+{
+  return hosts.empty() ? 0 : static_cast<int>(ranks.size() / hosts.size());
+}
+
+const std::vector<std::string>& nccl_tests_ops()
+{
+  static const std::vector<std::string> ops{"all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"};
+  return ops;
+}
+
+NcclTestsLog parse_nccl_tests_log(const std::string& text, const std::string& path)
+{
+  NcclTestsLog log;
+  log.path = path;
+  // The device lines as nccl-tests' src/common.cu prints them:
+  // "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s" (without "Group" before v2.13).
+  static const std::regex rank_line(
+      R"(^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$)");
+  std::vector<std::string> columns; // the header's names, '#' dropped
+  int header_line = 0, line_no = 0;
+  std::istringstream in(text);
+  auto where = [&](int line) { return fmt::format("{}:{}", path, line); };
+  for (std::string raw; std::getline(in, raw);) {
+    ++line_no;
+    if (!raw.empty() && raw.back() == '\r')
+      raw.pop_back();
+    const std::string line = without_launcher_prefix(raw);
+    const auto tokens      = tokens_of(line);
+    if (tokens.empty())
+      continue;
+    if (tokens.front().rfind('#', 0) == 0) {
+      std::smatch m;
+      if (std::regex_match(line, m, rank_line)) {
+        NcclTestsRank r;
+        r.rank        = std::stoi(m[1].str());
+        r.group       = m[2].matched ? std::stoi(m[2].str()) : 0;
+        r.pid         = std::stol(m[3].str());
+        r.host        = m[4].str();
+        r.device      = std::stoi(m[5].str());
+        r.bus_id      = m[6].str();
+        r.device_name = m[7].str();
+        r.line        = line_no;
+        log.ranks.push_back(r);
+        continue;
+      }
+      // The column names: "#       size         count      type   redop    root     time   algbw
+      // busbw #wrong     time   algbw   busbw #wrong" (older: no root, "error" for "#wrong").
+      std::vector<std::string> names = tokens;
+      if (names.front() == "#")
+        names.erase(names.begin());
+      else
+        names.front() = names.front().substr(1);
+      if (!names.empty() && names.front() == "size" && std::find(names.begin(), names.end(), "busbw") != names.end()) {
+        if (header_line != 0)
+          throw InputError({fmt::format("{}: a second table (the first starts at line {}); expected one "
+                                        "nccl-tests run per log: split the file",
+                                        where(line_no), header_line)});
+        columns     = names;
+        header_line = line_no;
+      }
+      continue;
+    }
+    if (header_line == 0 || !is_integer(tokens.front()))
+      continue; // NCCL's INFO and WARN lines, the launcher's own output
+    // A row: as many fields as the header names.
+    if (tokens.size() != columns.size())
+      throw InputError({fmt::format("{}: expected {} columns ({}), got {}{}", where(line_no), columns.size(),
+                                    fmt::join(columns, " "), tokens.size(),
+                                    tokens.size() < columns.size() ? " (a truncated row?)" : "")});
+    NcclTestsRow row;
+    row.line             = line_no;
+    row.in_place_time_us = row.in_place_algbw_GBps = row.in_place_busbw_GBps = std::numeric_limits<double>::quiet_NaN();
+    int timed = 0; // 0 before the out-of-place time, 1 after it, 2 after the in-place one
+    for (size_t i = 0; i < columns.size(); ++i) {
+      const std::string& name = columns[i];
+      const std::string& cell = tokens[i];
+      if (name == "type") {
+        row.type = cell;
+        continue;
+      }
+      if (name == "redop") {
+        row.redop = cell;
+        continue;
+      }
+      if (name != "size" && name != "count" && name != "time" && name != "algbw" && name != "busbw")
+        continue; // root, #wrong, error: not needed
+      const auto v = number(cell);
+      if (!v || *v < 0)
+        throw InputError({fmt::format("{}: column {} (\"{}\"{}): expected a number, got \"{}\"", where(line_no), i + 1,
+                                      name, timed == 0 || name == "size" || name == "count" ? "" : timed == 1 ? ", out-of-place" : ", in-place",
+                                      cell)});
+      if (name == "time")
+        ++timed;
+      double* out = nullptr;
+      if (name == "size")
+        out = &row.bytes;
+      else if (name == "count")
+        out = &row.count;
+      else if (name == "time")
+        out = timed == 1 ? &row.time_us : &row.in_place_time_us;
+      else if (name == "algbw")
+        out = timed == 1 ? &row.algbw_GBps : &row.in_place_algbw_GBps;
+      else
+        out = timed == 1 ? &row.busbw_GBps : &row.in_place_busbw_GBps;
+      *out = *v;
+    }
+    if (!(row.time_us > 0))
+      throw InputError({fmt::format("{}: expected a positive out-of-place time, got {}", where(line_no), row.time_us)});
+    log.rows.push_back(row);
+  }
+  if (header_line == 0)
+    throw InputError({fmt::format("{}: no nccl-tests table in the {} lines; expected the column header "
+                                  "\"#  size  count  type  redop  ...  time  algbw  busbw ...\" and its rows",
+                                  where(line_no), line_no)});
+  if (log.rows.empty())
+    throw InputError({fmt::format("{}: the table (header at line {}) has no rows", where(line_no), header_line)});
+  if (log.ranks.empty())
+    throw InputError({fmt::format("{}: no \"#  Rank  0 ... on HOST device  0 [...] GPU\" lines before the table "
+                                  "(line {}); they give the ranks and hosts the log was measured on",
+                                  where(header_line), header_line)});
+  std::sort(log.ranks.begin(), log.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  for (size_t i = 0; i < log.ranks.size(); ++i)
+    if (log.ranks[i].rank != static_cast<int>(i))
+      throw InputError({fmt::format("{}: rank {} listed{}; expected ranks 0 to {} once each", where(log.ranks[i].line),
+                                    log.ranks[i].rank, i > 0 && log.ranks[i].rank == log.ranks[i - 1].rank ? " twice" : "",
+                                    log.ranks.size() - 1)});
+  std::vector<int> per_host;
+  for (const auto& r : log.ranks) {
+    const auto it = std::find(log.hosts.begin(), log.hosts.end(), r.host);
+    if (it == log.hosts.end()) {
+      log.hosts.push_back(r.host);
+      per_host.push_back(1);
+    } else {
+      ++per_host[static_cast<size_t>(it - log.hosts.begin())];
+    }
+  }
+  for (size_t h = 1; h < per_host.size(); ++h)
+    if (per_host[h] != per_host[0])
+      throw InputError({fmt::format("{}: host {} runs {} ranks but {} runs {}; expected the same number of GPUs on "
+                                    "every host",
+                                    path, log.hosts[h], per_host[h], log.hosts[0], per_host[0])});
+  log.op = op_from_file_name(path);
+  if (log.op.empty())
+    log.op = op_from_table(log);
+  if (log.op.empty())
+    throw InputError({fmt::format("{}: cannot tell which collective the table measured from its columns (busbw/algbw "
+                                  "and redop); name the file after the nccl-tests binary (all_reduce_perf, "
+                                  "all_gather_perf, reduce_scatter_perf, alltoall_perf, sendrecv_perf)",
+                                  where(header_line))});
+  return log;
+}
+
+NcclTestsLog read_nccl_tests_log(const std::string& path)
+{
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw InputError({fmt::format("{}: cannot read the nccl-tests log (no such file?)", path)});
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_nccl_tests_log(text.str(), path);
+}
+
+} // namespace stepsim

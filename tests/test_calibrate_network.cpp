@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <regex>
+#include <tuple>
 
 using namespace stepsim;
 
@@ -55,6 +56,28 @@ std::pair<double, double> fit_mape(const std::string& output)
   std::smatch m;
   REQUIRE(std::regex_search(output, m, last));
   return {std::stod(m[1].str()), std::stod(m[2].str())};
+}
+
+// `stepsim calibrate network LOG --preset dgx-a100 -o FILE` on one of tests/nccl_logs/: its
+// output, the fit's closing MAPE pair and the file it wrote.
+struct Fitted {
+  std::string output;
+  double large = 0, small = 0;
+  std::string file;
+  nlohmann::json written;
+};
+
+Fitted fit_log(const std::string& log, const std::string& file_name)
+{
+  Fitted f;
+  f.file       = testing::write_temp_file(file_name, "");
+  const auto r = testing::run_stepsim("calibrate network " + kLogs + log + " --preset dgx-a100 -o " + f.file);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  f.output                   = r.output;
+  std::tie(f.large, f.small) = fit_mape(r.output);
+  f.written                  = nlohmann::json::parse(testing::read_text_file(f.file));
+  return f;
 }
 
 double busbw_at(const nlohmann::json& out, double bytes)
@@ -152,14 +175,13 @@ TEST_CASE("calibrate network: a malformed log is refused with its line number", 
 TEST_CASE("calibrate network: the fit brings a multi-node log within 5 % (>= 64 MiB) and 10 % (8 KiB-1 MiB)",
           "[calibrate_network]")
 {
-  const auto out = testing::write_temp_file("ndv4-network.json", "");
-  const auto r   = testing::run_stepsim("calibrate network " + kLogs + "ndv4_a100_16gpu_all_reduce.log --preset dgx-a100 -o " + out);
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  const auto [large, small] = fit_mape(r.output);
+  const Fitted f = fit_log("ndv4_a100_16gpu_all_reduce.log", "ndv4-network.json");
+  const std::string& out = f.file;
+  const double large     = f.large;
+  INFO(f.output);
   CHECK(large < 5);
-  CHECK(small < 10);
-  const nlohmann::json file = nlohmann::json::parse(testing::read_text_file(out));
+  CHECK(f.small < 10);
+  const nlohmann::json& file = f.written;
   CHECK(file.at("fitted_on").size() == 1);
   CHECK(file.at("nic").at("efficiency").get<double>() < load_link_efficiency().nic); // NDv4 reaches less than a DGX
   CHECK(file.at("fit").at("mape_large_pct").get<double>() == Approx(large).margin(0.05));
@@ -183,16 +205,12 @@ TEST_CASE("calibrate network: the fit brings a single-node log within 5 % (>= 64
 {
   // NDv4's 4 GPUs run 256 KiB-1 MiB at a third of what the model's LL128 gives even with LL128's
   // figure fitted (NCCL gives such sizes few channels): 37 % before, about 12 % after.
-  const auto out = testing::write_temp_file("ndv4-4gpu.json", "");
-  const auto r   = testing::run_stepsim("calibrate network " + kLogs + "ndv4_a100_4gpu_all_reduce.log --preset dgx-a100 -o " + out);
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  const auto [large, small] = fit_mape(r.output);
-  const nlohmann::json fit  = nlohmann::json::parse(testing::read_text_file(out)).at("fit");
-  CHECK(large < 5);
-  CHECK(small < fit.at("mape_small_before_pct").get<double>() / 2);
-  CHECK(r.output.find("fits nvswitch") != std::string::npos);
-  CHECK(nlohmann::json::parse(testing::read_text_file(out)).contains("nvswitch"));
+  const Fitted f = fit_log("ndv4_a100_4gpu_all_reduce.log", "ndv4-4gpu.json");
+  INFO(f.output);
+  CHECK(f.large < 5);
+  CHECK(f.small < f.written.at("fit").at("mape_small_before_pct").get<double>() / 2);
+  CHECK(f.output.find("fits nvswitch") != std::string::npos);
+  CHECK(f.written.contains("nvswitch"));
 }
 
 TEST_CASE("calibrate network: a scoped calibration answers instead of links.json, then links.json again",

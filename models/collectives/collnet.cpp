@@ -17,6 +17,7 @@
 // nvls_tree, S(1 + 1/k) at the switch's reduction rate), in one transfer that runs alongside. Needs at least two nodes with the same number of members each, on a fabric that
 // reduces in the network (platform.network.sharp); all-reduce only.
 #include "models/collectives/collective.hpp"
+#include "models/collectives/requirements.hpp"
 #include "models/link_calibration.hpp"
 
 #include <algorithm>
@@ -28,9 +29,7 @@ namespace {
 
 void check(CollectiveOp op, const GroupShape& g)
 {
-  if (op != CollectiveOp::AllReduce)
-    throw std::invalid_argument(std::string("the collnet algorithm does not implement ") + collective_name(op) +
-                                " (all_reduce only)");
+  require_all_reduce("collnet", op);
   if (g.n <= 1)
     return;
   if (g.nodes() < 2)
@@ -39,9 +38,7 @@ void check(CollectiveOp op, const GroupShape& g)
   if (!g.in_network_reduction)
     throw std::invalid_argument("the collnet algorithm needs a fabric whose switches reduce (InfiniBand SHARP): "
                                 "set platform.network.sharp to true where the fabric has it");
-  if (g.per_node < 1)
-    throw std::invalid_argument("the collnet algorithm needs the same number of members on every node, got " +
-                                std::to_string(g.n) + " members on " + std::to_string(g.nodes()) + " nodes");
+  require_same_members_per_node("collnet", g);
 }
 
 int heads(const GroupShape& g) { return std::max(1, g.per_node); }

@@ -7,6 +7,7 @@
 // 2(k-1)·(α_node + S/(k·B_node)) + 2(N-1)·(α_net + S/(k·N·B_net)). Needs the same number of
 // members on every node; all-reduce only.
 #include "models/collectives/collective.hpp"
+#include "models/collectives/requirements.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -16,12 +17,8 @@ namespace {
 
 void check(CollectiveOp op, const GroupShape& g)
 {
-  if (op != CollectiveOp::AllReduce)
-    throw std::invalid_argument(std::string("the hierarchical algorithm does not implement ") + collective_name(op) +
-                                " (all_reduce only)");
-  if (g.per_node == 0)
-    throw std::invalid_argument("the hierarchical algorithm needs the same number of members on every node, got " +
-                                std::to_string(g.n) + " members on " + std::to_string(g.nodes()) + " nodes");
+  require_all_reduce("hierarchical", op);
+  require_same_members_per_node("hierarchical", g);
 }
 
 int hierarchical_steps(CollectiveOp op, const GroupShape& g, double)

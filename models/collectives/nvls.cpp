@@ -14,6 +14,7 @@
 // nvswitch.in_switch_reduction, per GPU) stretches the step: a member whose link is faster than
 // the reduction sends the bytes that the link moves while the switch reduces S.
 #include "models/collectives/collective.hpp"
+#include "models/collectives/requirements.hpp"
 #include "models/link_calibration.hpp"
 
 #include <stdexcept>
@@ -24,9 +25,7 @@ namespace {
 
 int nvls_steps(CollectiveOp op, const GroupShape& g, double)
 {
-  if (op != CollectiveOp::AllReduce)
-    throw std::invalid_argument(std::string("the nvls algorithm does not implement ") + collective_name(op) +
-                                " (all_reduce only)");
+  require_all_reduce("nvls", op);
   if (g.n > 1 && (!g.in_switch_reduction || g.nodes() != 1))
     throw std::invalid_argument("the nvls algorithm needs every member on one node whose NVSwitch reduces in the "
                                 "switch (NVSwitch nodes of H100, H200 or B200 GPUs)");

@@ -28,6 +28,7 @@
 // reducing; all-reduce only.
 #include "models/collectives/collective.hpp"
 #include "models/collectives/nccl_trees.hpp"
+#include "models/collectives/requirements.hpp"
 #include "models/link_calibration.hpp"
 
 #include <algorithm>
@@ -39,9 +40,7 @@ namespace {
 
 void check(CollectiveOp op, const GroupShape& g)
 {
-  if (op != CollectiveOp::AllReduce)
-    throw std::invalid_argument(std::string("the nvls_tree algorithm does not implement ") + collective_name(op) +
-                                " (all_reduce only, as in NCCL)");
+  require_all_reduce("nvls_tree", op); // as in NCCL
   if (g.n <= 1)
     return;
   if (g.nodes() < 2)
@@ -50,10 +49,7 @@ void check(CollectiveOp op, const GroupShape& g)
   if (!g.in_switch_reduction)
     throw std::invalid_argument("the nvls_tree algorithm needs nodes whose NVSwitch reduces in the switch "
                                 "(NVSwitch nodes of H100, H200 or B200 GPUs)");
-  if (g.per_node < 2)
-    throw std::invalid_argument("the nvls_tree algorithm needs the same number of members, at least 2, on every "
-                                "node, got " + std::to_string(g.n) + " members on " + std::to_string(g.nodes()) +
-                                " nodes");
+  require_same_members_per_node("nvls_tree", g, 2);
 }
 
 // The tree lanes: two trees per head (simulation.nccl_channels, even, when given).

@@ -518,3 +518,30 @@ TEST_CASE("NCCL's ring search finds the DGX-1 cube mesh's rings", "[collectives_
   CHECK(find_rings(alike).empty());
   CHECK(find_rings(cube_mesh({0, 3})).empty());
 }
+
+TEST_CASE("a ring's uncontended time in closed form is the step-by-step walk's", "[collectives]")
+{
+  // The same ring without its uniform_steps declaration walks every member's every step.
+  const CollectiveAlgorithm& ring = CollectiveRegistry::get("ring", "");
+  CollectiveAlgorithm walked      = ring;
+  walked.uniform_steps            = nullptr;
+  // Paths of unlike cost: inside a node 1 us and 300 GB/s, across 5 us and 25 GB/s, and one
+  // node's NIC slower, so that the slowest member is not the first.
+  auto shapes = std::vector<GroupShape>{nodes_of(1, 8), nodes_of(4, 8), nodes_of(16, 1), nodes_of(3, 4)};
+  GroupShape quad = nodes_of(1, 4);
+  quad.rings      = find_rings(cube_mesh({0, 1, 2, 3}));
+  shapes.push_back(quad);
+  for (const auto& g : shapes)
+    for (CollectiveOp op : {CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter})
+      for (double bytes : {8.0, 1e6, 3e9}) {
+        auto path = [&g](int x, int y) {
+          if (g.node_of_member[static_cast<size_t>(x)] == g.node_of_member[static_cast<size_t>(y)])
+            return PathCost{1e-6, 300e9};
+          return PathCost{5e-6, g.node_of_member[static_cast<size_t>(x)] == 1 ? 12.5e9 : 25e9};
+        };
+        INFO(g.n << " members on " << g.nodes() << " nodes, " << collective_name(op) << ", " << bytes << " B");
+        const double closed = uncontended_seconds(ring, op, g, bytes, path);
+        CHECK(closed > 0);
+        CHECK(closed == Approx(uncontended_seconds(walked, op, g, bytes, path)).epsilon(1e-12));
+      }
+}

@@ -3,6 +3,9 @@
 #include "support.hpp"
 
 #include "models/collectives/collective.hpp"
+#include "models/collectives/protocol.hpp"
+#include "models/link_calibration.hpp"
+#include "topologies/nodes/node_type.hpp"
 #include "sim/engine/replay.hpp"
 #include "topologies/platform.hpp"
 #include "tools/driver/collective_bench.hpp"
@@ -56,4 +59,47 @@ TEST_CASE("ring steps send (n-1)/n of the buffer per phase")
     CHECK(bytes_sent_per_member(ring, CollectiveOp::AllGather, group_shape(n), 1000.0) == Approx(double(n - 1) / n * 1000.0));
     CHECK(bytes_sent_per_member(ring, CollectiveOp::ReduceScatter, group_shape(n), 1000.0) == Approx(double(n - 1) / n * 1000.0));
   }
+}
+
+namespace {
+
+// A ring all-reduce of every GPU of `spec`, replayed with every member simulated, on the platform
+// as `stepsim collective` builds it.
+double every_member_ring(const PlatformSpec& spec, double bytes)
+{
+  return testing::in_child([&] {
+           auto engine                = testing::start_engine();
+           const LinkEfficiency links = load_link_efficiency();
+           const auto members         = benchmark_group(spec, 0, false);
+           Workload w                 = collective_workload(spec, members, CollectiveOp::AllReduce, bytes, false);
+           BuiltPlatform platform     = build_platform(with_achieved_bandwidth(spec, links), ranks_in_use(w));
+           ReplayOptions options;
+           options.collective_base_latency_s = links.collective_base_latency_s;
+           // The ring with NCCL's protocol picked per size, as `stepsim collective` runs it.
+           const CollectiveAlgorithm ring =
+               with_protocol_choice(collective_choice("ring", {}, "ring"), "auto", "protocol");
+           return nlohmann::json(replay(w, platform.gpus, ring, options).end_s);
+         })
+      .get<double>();
+}
+
+} // namespace
+
+TEST_CASE("the collective benchmark's lone ring member takes the time of every member replayed")
+{
+  // A NIC per GPU on a rail fabric; two GPUs per NIC (shadows on the shared NIC); a fabric thinned
+  // 2:1 above the leaves with few GPUs per leaf (shadows on the uplinks); PCIe nodes.
+  Scenario p4d        = platform_scenario("aws-p4d", "", 4);
+  Scenario thinned    = platform_scenario("dgx-a100-superpod", "", 8);
+  thinned.platform.network.topology         = "fat_tree";
+  thinned.platform.network.leaf_radix       = 2;
+  thinned.platform.network.oversubscription = 2;
+  for (const Scenario& s : {platform_scenario("dgx-a100-superpod", "", 4), p4d, thinned,
+                            platform_scenario("pcie-cloud-box", "", 2)})
+    for (double bytes : {64e3, 16e6, 1e9}) {
+      INFO(s.name << ", " << bytes << " B");
+      const auto members = benchmark_group(s.platform, 0, false);
+      const double lone  = time_collective(s.platform, members, CollectiveOp::AllReduce, bytes, "ring").seconds;
+      CHECK(lone == Approx(every_member_ring(s.platform, bytes)).epsilon(1e-4)); // 0.01 %: the lone member sums its steps as one transfer
+    }
 }

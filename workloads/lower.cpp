@@ -19,8 +19,6 @@
 
 namespace stepsim {
 
-namespace {
-
 // Whether one GPU's flows may take bandwidth from another's on a link neither owns alone: a
 // shared medium (Wi-Fi), links thinned above the leaves (oversubscription), fabrics whose links
 // carry many nodes' routes (torus, dragonfly, custom), chiplet meshes and PCIe trees, fewer NICs
@@ -39,6 +37,8 @@ bool peers_may_contend(const PlatformSpec& p)
       return true;
   return false;
 }
+
+namespace {
 
 class Lowering {
 public:

@@ -18,4 +18,8 @@ double model_flops_per_step(const Scenario& s);
 // FLOPs the hardware runs in one step, recompute included.
 double hardware_flops_per_step(const Scenario& s);
 
+// Whether one GPU's flows may take bandwidth from another's on a link neither owns alone, so that a
+// reduced replay must look for shadows (Workload::peers_may_contend; sim/engine/shadows.hpp).
+bool peers_may_contend(const PlatformSpec& p);
+
 } // namespace stepsim

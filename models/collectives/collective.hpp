@@ -97,6 +97,10 @@ struct CollectiveAlgorithm {
   NcclAlgorithm nccl = NcclAlgorithm::Other;
   // NCCL runs it with the Simple protocol only (NVLS: multimem loads and stores).
   bool simple_protocol_only = false;
+  // True where, for `op`, every member sends to one peer and receives from one, the same peers
+  // and bytes at every step (a ring's all-reduce, all-gather, reduce-scatter): uncontended_seconds
+  // then takes its closed form instead of walking every member's every step. null = never.
+  std::function<bool(CollectiveOp op, const GroupShape& g)> uniform_steps{};
 };
 
 using CollectiveRegistry = Registry<CollectiveAlgorithm>;

@@ -135,7 +135,10 @@ const bool registered =
                                                 .steps = ring_steps,
                                                 .step  = ring_step,
                                                 .pick  = {},
-                                                .nccl  = NcclAlgorithm::Ring});
+                                                .nccl  = NcclAlgorithm::Ring,
+                                                .uniform_steps = [](CollectiveOp op, const GroupShape&) {
+                                                  return op != CollectiveOp::AllToAll && !rooted(op);
+                                                }});
 
 } // namespace
 } // namespace stepsim

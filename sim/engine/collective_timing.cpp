@@ -116,9 +116,11 @@ bool CollectiveTiming::links_of(int group, CollectiveOp op, double bytes, std::v
   const int lanes   = lanes_of(a, op, g, bytes);
   std::set<const sg4::Link*> all;
   bool alone = true;
-  // The lanes run side by side: their steps k are taken as concurrent.
+  // The lanes run side by side: their steps k are taken as concurrent. Uniform steps (a ring)
+  // repeat their first step's pattern: that one alone.
+  const int distinct = a.uniform_steps && a.uniform_steps(op, g) ? std::min(steps, 1) : steps;
   std::vector<int> peers, previous;
-  for (int k = 0; k < steps; ++k) {
+  for (int k = 0; k < distinct; ++k) {
     peers.clear();
     for (int lane = 0; lane < lanes; ++lane)
       for (int m = 0; m < n; ++m) {

@@ -4,6 +4,7 @@
 // life: reading the scenario, lowering, the SimGrid replay and the report.
 //
 //   make bench        (Release build; run on an otherwise idle machine)
+#include "tools/driver/collective_bench.hpp"
 #include "tools/driver/process_pool.hpp"
 #include "sim/simulate.hpp"
 #include "tools/driver/sweep.hpp"
@@ -66,11 +67,13 @@ int main(int argc, char** argv)
   std::string markdown;
   int repeat       = 3;
   bool skip_sweep  = false;
+  bool skip_tables = false;
   int sweep_jobs   = 2;
   std::vector<std::string> sets;
   app.add_option("--markdown", markdown, "also write the table as Markdown to this file");
   app.add_option("--repeat", repeat, "runs per scenario; the fastest is reported (default 3)")->check(CLI::Range(1, 20));
   app.add_flag("--no-sweep", skip_sweep, "skip the 1,024-point sweep");
+  app.add_flag("--no-tables", skip_tables, "skip the collective tables (stepsim collective)");
   app.add_option("--set", sets, "override a field in every scenario (not the sweep), path=value, e.g. "
                                "simulation.comm_compute_interference=false to time a model's cost");
   app.add_option("-j", sweep_jobs, "worker processes for the sweep (default 2)")->check(CLI::Range(1, 64));
@@ -119,6 +122,26 @@ int main(int argc, char** argv)
                best.activities, best.wall_s, best.activities / best.wall_s, best.peak_rss_mb);
     table += fmt::format("| {} | {} | {} | {} | {:.3f} | {:.0f} | {:.1f} |\n", c.label, best.gpus, best.ranks,
                          best.activities, best.wall_s, best.activities / best.wall_s, best.peak_rss_mb);
+  }
+
+  // Issue 17: nccl-tests' table (all-reduce, 8 B to 8 GiB doubling) of the ring on a DGX A100
+  // SuperPOD of 1,024 GPUs, as `stepsim collective --preset dgx-a100-superpod --nodes 128
+  // --algorithm ring` times it: the first member replayed for all, the tuner's protocol choice
+  // in closed form. (NCCL's own choice, `auto`, runs the tree at mid sizes there, which is
+  // replayed member by member: minutes a size at this scale, not timed here.)
+  if (!skip_tables) {
+    const Scenario superpod = platform_scenario("dgx-a100-superpod", "", 128);
+    const auto members      = benchmark_group(superpod.platform, 0, false);
+    auto start              = std::chrono::steady_clock::now();
+    int sizes               = 0;
+    for (double bytes = 8; bytes <= 8.0 * (1ull << 30); bytes *= 2, ++sizes)
+      time_collective(superpod.platform, members, CollectiveOp::AllReduce, bytes, "ring");
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print("\nring all-reduce table, {} GPUs: {} sizes (8 B to 8 GiB) in {:.1f} s wall\n", members.size(), sizes,
+               wall);
+    table += fmt::format("\nRing all-reduce table (`stepsim collective --preset dgx-a100-superpod --nodes 128 "
+                         "--algorithm ring`): {} GPUs, {} sizes from 8 B to 8 GiB in {:.1f} s wall.\n",
+                         members.size(), sizes, wall);
   }
 
   if (!skip_sweep) {

@@ -9,9 +9,11 @@
 #include "sim/core/input_error.hpp"
 #include "sim/input/json_reader.hpp"
 #include "sim/input/limits.hpp"
+#include "sim/engine/collective_timing.hpp"
 #include "sim/engine/replay.hpp"
 #include "topologies/nodes/node_type.hpp"
 #include "topologies/platform.hpp"
+#include "workloads/lower.hpp"
 #include "sim/simulate.hpp"
 
 #include <simgrid/s4u.hpp>
@@ -58,12 +60,16 @@ std::vector<int> benchmark_group(const PlatformSpec& platform, int gpus, bool on
 }
 
 Workload collective_workload(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
-                             double bytes)
+                             double bytes, bool reduced)
 {
   Workload w;
   w.world_size = platform.total_gpus();
   w.groups.push_back(Group{"bench", members, {}, false, 0, {}});
   std::vector<int> ranks = members; // the group keeps its ring order; programs go by rank
+  if (reduced) {
+    ranks = {members.front()};
+    w.peers_may_contend = peers_may_contend(platform);
+  }
   std::sort(ranks.begin(), ranks.end());
   w.ranks.reserve(ranks.size());
   for (int rank : ranks) {
@@ -95,18 +101,33 @@ CollectiveTime time_collective(const PlatformSpec& platform, const std::vector<i
 {
   const CollectiveAlgorithm chosen =
       with_protocol_choice(collective_choice(algorithm, {}, "--algorithm"), protocol, "--protocol");
-  Workload w         = collective_workload(platform, members, op, bytes);
-  auto out           = nlohmann::json::parse(run_in_child([&] {
+  // The first member stands for the group, as a reduced-fidelity step does (its peers' flows as
+  // shadows where they share links), where its collective moves as one transfer per lane: an
+  // algorithm whose every member sends to one peer every step (a ring). Otherwise (a tree: the
+  // lone member would not wait for the members it stands for), or where one member cannot stand
+  // for the others, every member runs. Both workloads hold the same group, so the algorithm that
+  // runs is known from the measured paths before either is replayed.
+  const Workload lone  = collective_workload(platform, members, op, bytes, true);
+  const Workload every = collective_workload(platform, members, op, bytes, false);
+  auto out               = nlohmann::json::parse(run_in_child([&] {
     nlohmann::json result;
     try {
-      const auto engine = start_engine();
+      const auto engine          = start_engine();
       const LinkEfficiency links = load_link_efficiency();
-      BuiltPlatform built        = build_platform(with_achieved_bandwidth(platform, links), ranks_in_use(w));
+      BuiltPlatform built        = build_platform(with_achieved_bandwidth(platform, links), ranks_in_use(every));
       ReplayOptions options;
       options.analytic_network          = analytic_network;
       options.collective_base_latency_s = links.collective_base_latency_s;
-      ReplayResult r    = replay(w, built.gpus, chosen, options);
-      result["seconds"] = r.end_s;
+      CollectiveTiming timing(every, built.gpus, chosen);
+      const CollectiveAlgorithm& runs = concrete_algorithm(chosen, op, timing.shape(0), bytes);
+      const bool uniform              = runs.uniform_steps && runs.uniform_steps(op, timing.shape(0));
+      ReplayResult r;
+      try {
+        r = replay(uniform && !analytic_network ? lone : every, built.gpus, chosen, options);
+      } catch (const SymmetryBroken&) {
+        r = replay(every, built.gpus, chosen, options);
+      }
+      result["seconds"]   = r.end_s;
       result["algorithm"] = r.collective_algorithms[collective_name(op)];
     } catch (const std::exception& e) {
       result["error"] = e.what();

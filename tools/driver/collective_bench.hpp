@@ -21,9 +21,9 @@ std::optional<CollectiveOp> benchmark_op(const std::string& name);
 std::vector<int> benchmark_group(const PlatformSpec& platform, int gpus, bool one_per_node);
 
 // A workload of one group holding `members` in which every member runs one collective `op` of
-// `bytes` (full fidelity: every member simulated).
+// `bytes`: every member simulated, or with `reduced` the first alone, standing for the others.
 Workload collective_workload(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
-                             double bytes);
+                             double bytes, bool reduced = false);
 
 // nccl-tests' bus bandwidth factor: busbw = algbw × factor, which makes busbw comparable to the
 // link bandwidth whatever the group size (2(n-1)/n for all-reduce, (n-1)/n for the others).

@@ -168,6 +168,7 @@ TEST_CASE("every member sends and receives its algorithm's closed-form bytes")
   const auto& tree   = CollectiveRegistry::get("tree", "");
   const auto& hier   = CollectiveRegistry::get("hierarchical", "");
   const auto& nvls   = CollectiveRegistry::get("nvls", "");
+  const auto& pat    = CollectiveRegistry::get("pat", "");
   for (int n : {2, 3, 4, 5, 8, 16}) {
     const bool power_of_two = (n & (n - 1)) == 0;
     for (const GroupShape& g : {group_shape(n), nodes_of(1, n, true), nodes_of(n % 2 == 0 ? n / 2 : n, n % 2 == 0 ? 2 : 1)}) {
@@ -183,6 +184,11 @@ TEST_CASE("every member sends and receives its algorithm's closed-form bytes")
           CHECK(bytes_sent_per_member(*a, CollectiveOp::AllReduce, g, S, m) == Approx(2.0 * (n - 1) / n * S));
           CHECK(bytes_received_per_member(*a, CollectiveOp::AllReduce, g, S, m) == Approx(2.0 * (n - 1) / n * S));
         }
+        if (g.per_node == 1) // PAT: the ring's bytes in log2 n steps, any n
+          for (CollectiveOp op : {CollectiveOp::AllGather, CollectiveOp::ReduceScatter}) {
+            CHECK(bytes_sent_per_member(pat, op, g, S, m) == Approx(double(n - 1) / n * S));
+            CHECK(bytes_received_per_member(pat, op, g, S, m) == Approx(double(n - 1) / n * S));
+          }
         if (power_of_two) {
           CHECK(bytes_sent_per_member(hd, CollectiveOp::AllReduce, g, S, m) == Approx(2.0 * (n - 1) / n * S));
           CHECK(bytes_received_per_member(hd, CollectiveOp::ReduceScatter, g, S, m) == Approx(double(n - 1) / n * S));
@@ -256,6 +262,12 @@ TEST_CASE("across nodes the ring runs one ring per member of a node, through eve
 
 TEST_CASE("algorithms refuse what they do not implement")
 {
+  // PAT: all-gather and reduce-scatter only, one member per node (NCCL's ncclPatEnable).
+  const auto& pat = CollectiveRegistry::get("pat", "");
+  CHECK(supported(pat, CollectiveOp::AllGather, group_shape(5)));
+  CHECK_FALSE(supported(pat, CollectiveOp::AllReduce, group_shape(5)));
+  CHECK_FALSE(supported(pat, CollectiveOp::AllGather, nodes_of(2, 4)));
+  CHECK(pat.simple_protocol_only);
   const auto& direct = CollectiveRegistry::get("direct", "");
   const auto& hd     = CollectiveRegistry::get("halving_doubling", "");
   const auto& tree   = CollectiveRegistry::get("tree", "");
@@ -326,6 +338,8 @@ TEST_CASE("replayed collectives take their textbook time on an idle fat-tree")
       {"ring", CollectiveOp::AllReduce, n * 2LL * (n - 1), 2.0 * (n - 1), 2.0 * (n - 1) / n * S},
       {"halving_doubling", CollectiveOp::AllReduce, n * 2LL * int(levels), 2 * levels, 2.0 * (n - 1) / n * S},
       {"halving_doubling", CollectiveOp::ReduceScatter, n * (long long)levels, levels, double(n - 1) / n * S},
+      {"pat", CollectiveOp::AllGather, n * (long long)levels, levels, double(n - 1) / n * S},
+      {"pat", CollectiveOp::ReduceScatter, n * (long long)levels, levels, double(n - 1) / n * S},
       {"direct", CollectiveOp::AllGather, n * (n - 1LL), n - 1.0, double(n - 1) / n * S},
       {"direct", CollectiveOp::AllReduce, n * 2LL * (n - 1), 2.0 * (n - 1), 2.0 * (n - 1) / n * S},
       {"direct", CollectiveOp::AllToAll, n * (n - 1LL), n - 1.0, double(n - 1) / n * S},

@@ -51,9 +51,11 @@ constexpr double kMaxSweepPoints = 1 << 18;
 // A journal or shard output: every point of the largest sweep at 4 kB of JSON each. Read whole,
 // so /dev/zero or a stray huge file is refused instead of filling memory.
 constexpr unsigned long long kMaxResultFileBytes = 1ULL << 30;
-// GPUs of one `stepsim collective` platform: its validation models every step of every member
-// (a ring of n members has 2(n-1) steps), which took 100 s at 1,024 GPUs and would need 34 GB at
-// 65,536. Twice the superpod presets' 1,120 GPUs.
+// GPUs of one `stepsim collective` platform. A ring replays its first member for all (a
+// 1,024-GPU table in 4 s), but a tree replays every member of every step, and the platform holds
+// every GPU: SimGrid checks each new link's name against every zone, so building it grows faster
+// than the GPU count (an 8,192-node ring needed 34 GB when every member was replayed). Twice the
+// superpod presets' 1,120 GPUs.
 constexpr long long kMaxCollectiveBenchGpus = 2048;
 
 } // namespace stepsim::limits

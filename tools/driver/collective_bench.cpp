@@ -109,7 +109,7 @@ CollectiveTime time_collective(const PlatformSpec& platform, const std::vector<i
   // runs is known from the measured paths before either is replayed.
   const Workload lone  = collective_workload(platform, members, op, bytes, true);
   const Workload every = collective_workload(platform, members, op, bytes, false);
-  auto out               = nlohmann::json::parse(run_in_child([&] {
+  auto out             = nlohmann::json::parse(run_in_child([&] {
     nlohmann::json result;
     try {
       const auto engine          = start_engine();

@@ -55,6 +55,9 @@ nlohmann::json platform_carrier(const std::string& name, const nlohmann::json& p
           {"model", {{"num_layers", 1}, {"hidden_size", 64}, {"num_attention_heads", 1}, {"seq_length", 8}, {"vocab_size", 64}}},
           {"training", {{"global_batch_size", gpus}}},
           {"parallelism", {{"data", gpus}}},
+          // No step of this job is replayed, so no rank need stand for others: a platform of
+          // several node groups (a mixed one) carries as well as one of a single group.
+          {"simulation", {{"fidelity", "full"}}},
           {"platform", platform}};
 }
 

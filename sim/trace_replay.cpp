@@ -47,8 +47,11 @@ Scenario platform_scenario_of(const std::string& file, const std::vector<std::st
                                                  ? doc["name"].get<std::string>()
                                                  : std::filesystem::path(file).stem().string(),
                                              doc["platform"]);
-  if (doc.contains("simulation"))
-    carrier["simulation"] = doc["simulation"];
+  if (doc.contains("simulation") && doc["simulation"].is_object())
+    for (const auto& [key, value] : doc["simulation"].items())
+      carrier["simulation"][key] = value;
+  else if (doc.contains("simulation"))
+    carrier["simulation"] = doc["simulation"]; // not an object: the parser says what is wrong
   return scenario_from_json(carrier, std::filesystem::path(file).parent_path().string());
 }
 

@@ -521,3 +521,19 @@ TEST_CASE("the example traces of configs/traces replay", "[traces]")
                         "/configs/traces/dp2-kineto/rank1.json --platform " + kPlatform);
   CHECK(j["step_time_s"].get<double>() == Approx(j["recorded_step_time_s"].get<double>()).epsilon(0.02));
 }
+
+TEST_CASE("the example traces replay on a platform of several node groups", "[traces]")
+{
+  // The example platform's two nodes as two node groups of one: the same GPUs and NICs, so the
+  // same step (the platform's carrier job replays nothing and was refused as a reduced-fidelity
+  // plan spread over groups).
+  json doc  = json::parse(testing::read_text_file(kPlatform));
+  json node = doc["platform"]["node_groups"][0];
+  node["count"]                  = 1;
+  doc["platform"]["node_groups"] = json::array({node, node});
+  const std::string split  = testing::write_temp_file("dp2-two-groups.json", doc.dump());
+  const std::string traces = kSource + "/configs/traces/dp2-kineto/rank0.json " + kSource +
+                             "/configs/traces/dp2-kineto/rank1.json --platform ";
+  const json one = replay(traces + kPlatform), two = replay(traces + split);
+  CHECK(two["step_time_s"].get<double>() == Approx(one["step_time_s"].get<double>()).epsilon(1e-9));
+}

@@ -590,7 +590,7 @@ private:
   // its experts' their own reduction (sharded per unit under ZeRO-3, like the dense ones).
   void gradients_ready(const PipeOp& op, const Layer& layer, TaskId produced_by, bool last_for_chunk)
   {
-    dp_.gradients_ready(op, layer.parameters, produced_by, last_for_chunk);
+    dp_.gradients_ready(op, layer.parameters, produced_by, last_for_chunk, &layer.tensors);
     if (experts_sharded_)
       expert_dp_.gradients_ready(op, layer.expert_parameters, produced_by, last_for_chunk);
     else
@@ -608,11 +608,12 @@ private:
   // Each layer is a unit whose parameters ZeRO-3 / FSDP gathers, listed in the pass's order: its
   // dense parameters over the data-parallel group, or (`experts`) its experts' over their
   // expert-data-parallel group.
-  static std::vector<double> unit_parameters(const std::vector<Layer>& layers, bool backward, bool experts)
+  static std::vector<ParameterUnit> unit_parameters(const std::vector<Layer>& layers, bool backward, bool experts)
   {
-    std::vector<double> units;
+    std::vector<ParameterUnit> units;
     for (const Layer& l : layers)
-      units.push_back(experts ? l.expert_parameters : l.parameters);
+      units.push_back(experts ? ParameterUnit{l.expert_parameters, nullptr, l.recomputed}
+                              : ParameterUnit{l.parameters, &l.tensors, l.recomputed});
     if (backward)
       std::reverse(units.begin(), units.end());
     return units;

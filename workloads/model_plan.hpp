@@ -27,6 +27,10 @@ struct Layer {
   double parameters = 0;   // per rank; their gradients join the data-parallel buckets
   double expert_parameters = 0; // per rank, a MoE layer's experts: reduced over their own group
   bool recomputed  = false; // full recompute re-runs its forward before its backward
+  // The dense parameters per rank by tensor (weights, biases, norms), for a framework that
+  // gathers and reduces them tensor by tensor (FrameworkProfile::gather_per_tensor); empty: the
+  // layer's parameters are one tensor.
+  std::vector<double> tensors = {};
 };
 
 // Blocks whose lowering is more than one compute task between tensor-parallel collectives, keyed

@@ -77,7 +77,8 @@ double kernel_seconds(const Kernel& k, const Device& d, const std::string& preci
   case KernelKind::Attention: return attention_seconds(k, d, precision);
   case KernelKind::Opaque: return opaque_seconds(k, d, precision);
   case KernelKind::Memory:
-    return k.bytes / (d.memory_bandwidth_Bps * d.calibration.memory_efficiency) + d.calibration.kernel_overhead_s;
+    return k.bytes / (d.memory_bandwidth_Bps * d.calibration.memory_efficiency) +
+           d.calibration.kernel_overhead_s * k.launches;
   }
   return 0;
 }

@@ -46,6 +46,20 @@ struct FrameworkProfile {
   // begins, so the gather waits for the compute before it and the compute waits for the gather
   // (false: the next unit's gather is issued as the current one starts, beside its compute).
   bool parameter_gather_blocks_compute = false;
+  // ZeRO-3: parameters are gathered one tensor at a time, as hooks on every module fetch their
+  // own (DeepSpeed), instead of one flat all-gather per unit (FSDP's flat parameter); a tensor
+  // of fewer elements than persistent_parameter_elements is never partitioned (every rank keeps
+  // it whole) and is never gathered. Each tensor's gradient is reduce-scattered on its own.
+  bool gather_per_tensor               = false;
+  double persistent_parameter_elements = 0;
+  // Full recompute re-runs a unit's forward inside its backward. Hooks on every forward
+  // (DeepSpeed) gather the unit's parameters for the recomputed forward, release them after it
+  // and gather them again for the backward (false: one gather serves both).
+  bool gather_again_after_recompute = false;
+  // The framework calls the list forms of all_gather and reduce_scatter (one tensor per rank):
+  // PyTorch's ProcessGroupNCCL flattens the list into one buffer and copies each rank's chunk
+  // in (reduce-scatter) or out (all-gather), one copy per rank, each a launch of its own.
+  bool per_rank_copies = false;
   // Training precisions whose gradients the framework accumulates and reduces in fp32
   // (training.gradient_precision's default); any other keeps them in the training precision.
   std::vector<std::string> fp32_gradients_for = {};

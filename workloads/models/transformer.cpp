@@ -107,6 +107,41 @@ double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert)
   return (qkv + proj + mlp + biases) / tensor + norms + experts;
 }
 
+std::vector<double> layer_parameter_tensors(const ModelSpec& m, int tensor)
+{
+  if (is_moe(m))
+    return {};
+  const double h = m.hidden_size, t = tensor, ffn = m.ffn_hidden_size;
+  const double qkv_width = h + 2 * kv_hidden(m);
+  const bool biases      = m.norm == "layernorm"; // GPT's linear layers have biases, Llama's none
+  std::vector<double> out;
+  auto norm = [&] {
+    out.push_back(h); // weight
+    if (biases)
+      out.push_back(h);
+  };
+  auto linear = [&](double weight, double bias) {
+    out.push_back(weight);
+    if (biases)
+      out.push_back(bias);
+  };
+  norm();
+  linear(h * qkv_width / t, qkv_width / t);
+  linear(h * h / t, h / t); // the row-parallel biases counted per rank, as layer_parameters_per_rank does
+  norm();
+  linear(mlp_matrices(m) == 3 ? 2 * h * ffn / t : h * ffn / t, ffn / t); // SwiGLU's gate and up in one
+  linear(h * ffn / t, h / t);
+  return out;
+}
+
+std::vector<double> embedding_parameter_tensors(const ModelSpec& m, int tensor)
+{
+  std::vector<double> out{double(m.vocab_size) * m.hidden_size / tensor};
+  if (m.norm == "layernorm") // GPT learns its positions
+    out.push_back(double(m.seq_length) * m.hidden_size);
+  return out;
+}
+
 double embedding_parameters_per_rank(const ModelSpec& m, int tensor)
 {
   double positions = m.norm == "layernorm" ? double(m.seq_length) * m.hidden_size : 0; // GPT learns them

@@ -33,6 +33,12 @@ double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert = 1)
 // Parameters of the whole model (embeddings once if tied).
 double model_parameters(const ModelSpec& m);
 double embedding_parameters_per_rank(const ModelSpec& m, int tensor);
+// The same parameters by tensor, as a framework that gathers tensor by tensor sees them: a dense
+// layer's norms, QKV, projection and MLP weights with their biases (they sum to
+// layer_parameters_per_rank; empty for a MoE layer, whose experts are gathered as one), and the
+// embedding's word and position tables.
+std::vector<double> layer_parameter_tensors(const ModelSpec& m, int tensor);
+std::vector<double> embedding_parameter_tensors(const ModelSpec& m, int tensor);
 // Bytes of one activation tensor (micro-batch × sequence × hidden) crossing a pipeline boundary.
 double activation_bytes(const Scenario& s);
 // Activation bytes of one transformer layer for one micro-batch on one tensor-parallel rank

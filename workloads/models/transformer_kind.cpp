@@ -338,12 +338,13 @@ public:
     // The vocabulary-parallel embedding all-reduces its output; the head all-reduces its input
     // gradient. Neither is recomputed.
     Layer embedding{{Block{t.embedding_forward, t.embedding_backward, -1, t.embedding_backward, -1, true, false}},
-                    embedding_parameters_per_rank(s.model, tensor), 0, false};
+                    embedding_parameters_per_rank(s.model, tensor), 0, false,
+                    embedding_parameter_tensors(s.model, tensor)};
     const double head_parameters =
         s.model.tied_embeddings ? 0.0 : double(s.model.vocab_size) * s.model.hidden_size / tensor;
     Layer head{{Block{t.head_forward, t.head_backward, -1, t.head_backward, -1, false, true}}, head_parameters, 0, false};
     const double layer_parameters = layer_parameters_per_rank(s.model, tensor, s.parallelism.expert);
-    Layer layer{{attention, mlp}, layer_parameters - experts, experts, full};
+    Layer layer{{attention, mlp}, layer_parameters - experts, experts, full, layer_parameter_tensors(s.model, tensor)};
 
     out.stages.resize(static_cast<size_t>(p * v));
     for (int vs = 0; vs < p * v; ++vs) {

@@ -22,6 +22,11 @@ DataParallelPlan data_parallel_plan(const Scenario& s, int members)
   plan.gather_updated_weights   = distributed_optimizer && !p.overlap_param_gather;
   plan.gather_at_first_use      = distributed_optimizer && p.overlap_param_gather;
   plan.offload_optimizer        = p.offload_optimizer;
+  const auto& framework             = FrameworkRegistry::get(s.training.framework, "training.framework");
+  plan.gather_per_tensor            = plan.gather_parameters && framework.gather_per_tensor;
+  plan.persistent_elements          = plan.gather_per_tensor ? framework.persistent_parameter_elements : 0;
+  plan.gather_again_after_recompute = plan.gather_for_backward && framework.gather_again_after_recompute;
+  plan.per_rank_copies              = plan.gather_parameters && framework.per_rank_copies;
   // Gradients are reduced as they are accumulated: training.gradient_precision.
   plan.gradient_bytes  = gradient_element_bytes(s.training.precision, s.training.gradient_precision);
   plan.parameter_bytes = element_bytes(s.training.precision);
@@ -69,7 +74,7 @@ TaskId DataParallelLowering::host_copy(Stream stream, double bytes, Pass pass, i
 
 // --- ZeRO-3 / FSDP parameter gathers ---------------------------------------------------------
 
-void DataParallelLowering::begin_pass(const PipeOp& op, Pass pass, const std::vector<double>& units)
+void DataParallelLowering::begin_pass(const PipeOp& op, Pass pass, const std::vector<ParameterUnit>& units)
 {
   op_    = op;
   pass_  = pass;
@@ -95,7 +100,7 @@ TaskId DataParallelLowering::gather(int index, TaskId issue_after)
   if (issued_[i])
     return gathers_[i];
   issued_[i] = 1;
-  if (units_[i] <= 0)
+  if (units_[i].parameters <= 0)
     return gathers_[i] = ProgramBuilder::kNone;
   // Units by their forward position, so that forward and backward passes find the same unit.
   const size_t unit = pass_ == Pass::Forward ? i : units_.size() - 1 - i;
@@ -103,21 +108,71 @@ TaskId DataParallelLowering::gather(int index, TaskId issue_after)
   TaskId& cached    = cached_[static_cast<size_t>(op_.chunk)][unit];
   if (!plan_.gather_for_backward && kept != ProgramBuilder::kNone)
     return gathers_[i] = kept; // still gathered since its first use in this update
-  const double bytes = units_[i] * plan_.parameter_bytes;
+  const double bytes = units_[i].parameters * plan_.parameter_bytes;
   TaskId ready;
   if (plan_.host_cache && cached != ProgramBuilder::kNone) {
     // FCDP: reloaded from host memory over the host link, once the host copy exists.
     ready = host_copy(Stream::HostToDevice, bytes, pass_, op_.micro_batch, op_.chunk, cached);
     builder_->depends(ready, issue_after);
   } else {
-    ready = collective(Stream::ParamGather, CollectiveOp::AllGather, bytes, pass_, op_.micro_batch, op_.chunk,
-                       issue_after);
+    ready = gather_tensors(units_[i], issue_after);
+    // The recomputed forward gathered and released them; the backward gathers them again.
+    if (plan_.gather_again_after_recompute && pass_ != Pass::Forward && units_[i].recomputed)
+      ready = gather_tensors(units_[i], ready);
     if (plan_.host_cache)
       cached = host_copy(Stream::DeviceToHost, bytes, pass_, op_.micro_batch, op_.chunk, ready);
   }
   if (!plan_.gather_for_backward)
     kept = ready;
   return gathers_[i] = ready;
+}
+
+std::vector<double> DataParallelLowering::moved_tensors(double parameters, const std::vector<double>* tensors) const
+{
+  if (!plan_.gather_per_tensor || tensors == nullptr || tensors->empty())
+    return {parameters};
+  return *tensors;
+}
+
+TaskId DataParallelLowering::gather_tensors(const ParameterUnit& unit, TaskId after)
+{
+  TaskId last = after;
+  for (double elements : moved_tensors(unit.parameters, unit.tensors)) {
+    if (elements <= 0 || elements < plan_.persistent_elements) // kept whole on every rank
+      continue;
+    const double bytes = elements * plan_.parameter_bytes;
+    last = collective(Stream::ParamGather, CollectiveOp::AllGather, bytes, pass_, op_.micro_batch, op_.chunk, last);
+    if (plan_.per_rank_copies) // out of the flat buffer into each rank's tensor of the list
+      last = per_rank_copies("all_gather_copies", bytes, pass_, last);
+  }
+  return last;
+}
+
+TaskId DataParallelLowering::scatter_tensors(double parameters, const std::vector<double>* tensors, TaskId after,
+                                             bool last)
+{
+  // Every tensor's gradient is reduced, persistent ones too: their optimizer state is sharded.
+  for (double elements : moved_tensors(parameters, tensors)) {
+    if (elements <= 0)
+      continue;
+    const double bytes = elements * plan_.gradient_bytes;
+    // Each rank's chunk of the list copied into the flat buffer first.
+    const TaskId ready = plan_.per_rank_copies ? per_rank_copies("reduce_scatter_copies", bytes, Pass::Backward, after) : after;
+    reduce(Bucket{bytes, elements, ready, last}, ready);
+  }
+  return last_data_;
+}
+
+TaskId DataParallelLowering::per_rank_copies(const char* name, double bytes, Pass pass, TaskId after)
+{
+  auto [it, fresh] = copy_works_.try_emplace({name, bytes}, -1);
+  if (fresh) {
+    Kernel copies   = memory_kernel(name, 2 * bytes); // each chunk read and written once
+    copies.launches = n_;
+    works_.push_back(Work{name, {copies}, 0});
+    it->second = static_cast<int>(works_.size() - 1);
+  }
+  return builder_->add(compute_task(it->second, pass, op_.micro_batch, op_.chunk), after);
 }
 
 TaskId DataParallelLowering::unit_parameters(int index, TaskId previous)
@@ -137,7 +192,8 @@ TaskId DataParallelLowering::unit_parameters(int index, TaskId previous)
 
 // --- gradients --------------------------------------------------------------------------------
 
-void DataParallelLowering::gradients_ready(const PipeOp& op, double parameters, TaskId produced_by, bool last)
+void DataParallelLowering::gradients_ready(const PipeOp& op, double parameters, TaskId produced_by, bool last,
+                                           const std::vector<double>* tensors)
 {
   if (last)
     step_parameters_ += parameters;
@@ -145,7 +201,10 @@ void DataParallelLowering::gradients_ready(const PipeOp& op, double parameters, 
     return;
   op_ = op;
   if (plan_.gather_parameters) { // FSDP reduce-scatters each unit's gradients as backward produces them
-    reduce(Bucket{parameters * plan_.gradient_bytes, parameters, produced_by, last}, produced_by);
+    if (plan_.gather_per_tensor || plan_.per_rank_copies)
+      scatter_tensors(parameters, tensors, produced_by, last);
+    else
+      reduce(Bucket{parameters * plan_.gradient_bytes, parameters, produced_by, last}, produced_by);
     return;
   }
   pending_.bytes += parameters * plan_.gradient_bytes;

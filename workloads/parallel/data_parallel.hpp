@@ -23,7 +23,9 @@
 #include "sim/core/task_graph.hpp"
 #include "workloads/schedules/schedule.hpp"
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stepsim {
@@ -40,8 +42,23 @@ struct DataParallelPlan {
   bool gather_updated_weights = false; // ZeRO 1/2 distributed optimizer, after the step
   bool gather_at_first_use    = false; // ZeRO 1/2 with overlap_param_gather: per unit, at its first forward
   bool offload_optimizer      = false; // ZeRO-Offload
+  // ZeRO-3 tensor by tensor (FrameworkProfile::gather_per_tensor): tensors of fewer elements
+  // than persistent_elements stay whole on every rank and are neither gathered nor scattered.
+  bool gather_per_tensor      = false;
+  double persistent_elements  = 0;
+  bool gather_again_after_recompute = false; // FrameworkProfile
+  bool per_rank_copies        = false;       // FrameworkProfile: list-form collectives
   double gradient_bytes       = 2;     // per element, as reduced
   double parameter_bytes      = 2;     // per element, as gathered and computed with
+};
+
+// A unit whose parameters ZeRO-3 / FSDP gathers (one layer): its parameters per rank, the
+// tensors they are in (Layer::tensors; null or empty = one tensor), and whether its forward is
+// recomputed inside its backward.
+struct ParameterUnit {
+  double parameters                  = 0;
+  const std::vector<double>* tensors = nullptr;
+  bool recomputed                    = false;
 };
 
 // `members`: the size of the group the parameters are replicated over (data × context for dense
@@ -64,17 +81,19 @@ public:
   // A new rank: its tasks go through `builder`; `group` is its data-parallel group (-1 = none).
   void begin_rank(ProgramBuilder& builder, int group, int stage);
 
-  // A forward or backward pass of one chunk starts; `units` lists the parameters (per rank,
-  // unsharded) of its units in the order the pass runs them.
-  void begin_pass(const PipeOp& op, Pass pass, const std::vector<double>& units);
+  // A forward or backward pass of one chunk starts; `units` lists its units (parameters per
+  // rank, unsharded) in the order the pass runs them.
+  void begin_pass(const PipeOp& op, Pass pass, const std::vector<ParameterUnit>& units);
   // Unit `index` of the pass is about to compute; `previous` is the task it follows (the end of
   // the unit before). Issues its gather if not yet issued and prefetches the next unit's, issued
   // once `previous` is done, i.e. when this unit starts. Returns the task the unit's first
   // compute must also wait for (kNone when its parameters are at hand).
   TaskId unit_parameters(int index, TaskId previous);
 
-  // A unit's backward produced its weight gradients (`last`: the step's last for its chunk).
-  void gradients_ready(const PipeOp& op, double parameters, TaskId produced_by, bool last);
+  // A unit's backward produced its weight gradients (`last`: the step's last for its chunk);
+  // `tensors` as ParameterUnit::tensors.
+  void gradients_ready(const PipeOp& op, double parameters, TaskId produced_by, bool last,
+                       const std::vector<double>* tensors = nullptr);
   // A backward (or weight) pass ended (`last`: the step's last for its chunk).
   void end_backward(bool last);
 
@@ -95,6 +114,15 @@ private:
   TaskId collective(Stream stream, CollectiveOp op, double bytes, Pass pass, int micro_batch, int chunk, TaskId after);
   TaskId host_copy(Stream stream, double bytes, Pass pass, int micro_batch, int chunk, TaskId after);
   TaskId gather(int index, TaskId issue_after);
+  // The collectives of one gather of a unit's parameters, or of one reduction of its gradients,
+  // each after the one before: one per tensor under gather_per_tensor (persistent ones left
+  // out), one in all otherwise; with per_rank_copies, each with its copies. Returns the last
+  // task, or `after` when nothing is moved.
+  TaskId gather_tensors(const ParameterUnit& unit, TaskId after);
+  TaskId scatter_tensors(double parameters, const std::vector<double>* tensors, TaskId after, bool last);
+  std::vector<double> moved_tensors(double parameters, const std::vector<double>* tensors) const;
+  // PyTorch's copies of a list-form collective of `bytes` (the whole buffer): one per rank.
+  TaskId per_rank_copies(const char* name, double bytes, Pass pass, TaskId after);
   void flush_bucket();
   void reduce(const Bucket& b, TaskId ready);
 
@@ -118,7 +146,9 @@ private:
   // The pass in progress.
   PipeOp op_{PipeOp::Type::F, -1, 0};
   Pass pass_ = Pass::Forward;
-  std::vector<double> units_;
+  std::vector<ParameterUnit> units_;
+  // The works of per_rank_copies, by name and bytes, shared by every rank.
+  std::map<std::pair<std::string, double>, int> copy_works_;
   std::vector<TaskId> gathers_;
   std::vector<char> issued_;
 };

@@ -115,6 +115,8 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
   c.source               = r.text("source", c.source);
   r.raw("fit");
   r.raw("fitted_on"); // the published runs a figure was fitted on (stepsim accuracy --leave-out refits it)
+  r.raw("held_out");  // runs of the same source kept out of the fit, to show its error (fit_runs.py --framework)
+  r.raw("framework");
   r.raw("comm_compute_interference_source");
   r.raw("notes");
   r.raw("device");
@@ -195,6 +197,19 @@ Device load_device(const std::string& name, const std::string& path)
   if (d.peak_flops.empty())
     problems.add(file + ".peak_tflops", "expected at least one precision's peak");
   problems.throw_if_any();
+  return d;
+}
+
+Device load_device(const std::string& name, const std::string& framework, const std::string& path)
+{
+  Device d = load_device(name, path);
+  const std::string fitted = config_dir() + "/calibration/" + name + "." + framework + ".json";
+  if (!framework.empty() && std::filesystem::exists(fitted)) {
+    Problems problems;
+    nlohmann::json cal = read_json_file(fitted);
+    read_calibration(JsonReader(cal, fitted, problems), d.calibration);
+    problems.throw_if_any();
+  }
   return d;
 }
 

@@ -81,5 +81,10 @@ std::vector<std::string> device_names();
 // Loads configs/devices/NAME.json and, when present, configs/calibration/NAME.json. An unknown name
 // is an InputError at `path` that lists the closest names.
 Device load_device(const std::string& name, const std::string& path);
+// The same where a training framework runs on it: configs/calibration/NAME.FRAMEWORK.json, when
+// present, is laid over the device's calibration. It holds what a program (tools/calibrate/
+// fit_runs.py --framework) fitted on that framework's published runs on the device: the GEMM
+// throughput and the attention kernel its software stack reached there.
+Device load_device(const std::string& name, const std::string& framework, const std::string& path);
 
 } // namespace stepsim

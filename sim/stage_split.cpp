@@ -3,9 +3,10 @@
 // tensor-parallel collectives on its own node, but not how the schedule overlaps them, nor the
 // pipeline transfers between node types: on a pipeline whose stages run on different node groups
 // the split it gives is where a search starts. From there, as PipeDream's partitioner refines its
-// profile-based split (Narayanan et al., SOSP 2019, §3.1), single layers move between neighbouring
-// stages while a move shortens the simulated step (steepest descent over the 2(p-1) moves, each a
-// whole simulation in a child process); the split that stops improving is the one simulated.
+// profile-based split (Narayanan et al., SOSP 2019, §3.1), single layers move between stages while
+// a move shortens the simulated step (steepest descent over the moves between any two stages on
+// pipelines of up to 8 stages, between neighbours on longer ones; each a whole simulation in a
+// child process); the split that stops improving is the one simulated.
 #include "sim/simulate.hpp"
 #include "sim/stages.hpp"
 
@@ -17,6 +18,10 @@
 namespace stepsim {
 
 namespace {
+
+// Pipelines of up to this many stages try every pair of stages at each step of the descent
+// (p(p-1) simulations); longer ones neighbours only (2(p-1)).
+constexpr size_t kAnyPairStages = 8;
 
 // The simulated step of `s` with its layers split as `layers`; infinity where that split does
 // not fit in memory or is not a valid plan.
@@ -53,12 +58,18 @@ Scenario with_refined_stage_split(const Scenario& s)
   for (;;) {
     std::vector<int> next = best;
     double next_s         = best_s;
-    for (size_t i = 0; i + 1 < best.size(); ++i)
-      for (int direction : {+1, -1}) { // +1: a layer from stage i to stage i+1
+    // A layer from stage i to stage j: neighbours only on long pipelines; any pair on short
+    // ones, where a faster node group two stages away cannot be reached through a neighbour
+    // that a layer more would make the slowest.
+    const size_t reach = best.size() <= kAnyPairStages ? best.size() : 2;
+    for (size_t i = 0; i < best.size(); ++i)
+      for (size_t j = i >= reach - 1 ? i - (reach - 1) : 0; j < best.size() && j < i + reach; ++j) {
+        if (j == i)
+          continue;
         std::vector<int> moved = best;
-        moved[i] -= direction;
-        moved[i + 1] += direction;
-        if (moved[i] < 1 || moved[i + 1] < 1)
+        moved[i] -= 1;
+        moved[j] += 1;
+        if (moved[i] < 1)
           continue;
         const double t = step_with(s, moved);
         if (t < next_s) {

@@ -323,3 +323,22 @@ TEST_CASE("interference: a device file's factor must leave compute some speed", 
   CHECK(message.find("calibration.comm_compute_interference") != std::string::npos);
   CHECK(message.find("below 1") != std::string::npos);
 }
+
+TEST_CASE("A framework's figures on a device are laid over the device's calibration for that framework only",
+          "[calibration]")
+{
+  // configs/calibration/H100-SXM.llm-foundry.json (tools/calibrate/fit_framework.py).
+  std::ifstream in(std::string(STEPSIM_SOURCE_DIR) + "/configs/calibration/H100-SXM.llm-foundry.json");
+  const nlohmann::json figure = nlohmann::json::parse(in);
+  const Device plain          = load_device("H100-SXM", "device");
+  const Device foundry        = load_device("H100-SXM", "llm-foundry", "device");
+  const Device core           = load_device("H100-SXM", "megatron-core", "device");
+  CHECK(foundry.calibration.gemm_efficiency == figure["gemm_efficiency"].get<double>());
+  CHECK(foundry.calibration.attention_efficiency_of("flash-attention-2") ==
+        figure["attention_efficiency_by_kernel"]["flash-attention-2"].get<double>());
+  CHECK(foundry.calibration.gemm_efficiency != plain.calibration.gemm_efficiency);
+  // Another framework, and every figure the file does not name, keep the device's.
+  CHECK(core.calibration.gemm_efficiency == plain.calibration.gemm_efficiency);
+  CHECK(foundry.calibration.memory_efficiency == plain.calibration.memory_efficiency);
+  CHECK(foundry.calibration.attention_efficiency_of("cudnn") == plain.calibration.attention_efficiency_of("cudnn"));
+}

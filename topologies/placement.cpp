@@ -60,7 +60,8 @@ std::vector<Device> group_devices(const Scenario& s)
     size_t same             = 0;
     while (same < g && s.platform.node_groups[same].gpu != name)
       ++same;
-    devices.push_back(same < g ? devices[same] : load_device(name, fmt::format("platform.node_groups[{}].gpu", g)));
+    devices.push_back(same < g ? devices[same]
+                               : load_device(name, s.training.framework, fmt::format("platform.node_groups[{}].gpu", g)));
   }
   return devices;
 }

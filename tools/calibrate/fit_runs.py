@@ -91,6 +91,11 @@ def main():
                 case = json.load(f)
             if "validation" not in case or case_device(case) != a.device:
                 continue
+            # A run whose framework has a figure of its own on this device
+            # (calibration/DEVICE.FRAMEWORK.json, tools/calibrate/fit_framework.py) does not use this one.
+            framework = case["training"].get("framework", "")
+            if os.path.exists(os.path.join(a.configs, "calibration", f"{a.device}.{framework}.json")):
+                continue
             out = held if any(from_source(path, case, s) for s in a.leave_out) else fitted
             out.append(name)
             shutil.copy(path, os.path.join(held_dir if out is held else fit_dir, name))

@@ -234,6 +234,10 @@ struct LeaveOut {
   double held_out_mape = 0, kept_mape = 0;
   int held_out = 0, kept = 0;
   std::vector<Refit> refits;
+  // Framework figures fitted on a held-out source's runs (calibration/DEVICE.FRAMEWORK.json):
+  // each comes from one source's runs, so none is left to refit it on, and its framework's runs
+  // are predicted with the device's figures instead.
+  std::vector<std::string> dropped;
   std::vector<CaseResult> predicted; // the held-out cases, with the refitted figures
 };
 
@@ -247,7 +251,7 @@ double mape_of(const std::vector<CaseResult>& cases)
 
 LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::string>& sources, bool quiet)
 {
-  LeaveOut l{sources, 0, 0, 0, 0, {}, {}};
+  LeaveOut l{sources, 0, 0, 0, 0, {}, {}, {}};
   for (const auto& source : sources)
     if (std::none_of(cases.begin(), cases.end(), [&](const CaseResult& c) { return from_source(c, source); }))
       throw InputError({fmt::format("--leave-out: no case's id or citation names \"{}\"", source)});
@@ -274,6 +278,28 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
     upper[f.fitted_on] = f.upper_bound;
   }
   std::optional<CalibrationOverride> override_calibration; // made at the first figure to refit
+  for (const auto& f : framework_figures()) {
+    const bool from_held = std::any_of(f.fitted_on.begin(), f.fitted_on.end(), [&](const std::string& id) {
+      return std::any_of(sources.begin(), sources.end(), [&](const std::string& s) {
+        CaseResult c;
+        c.id = id;
+        return from_source(c, s);
+      });
+    });
+    if (!from_held)
+      continue;
+    if (!override_calibration)
+      override_calibration.emplace();
+    override_calibration->remove(f.file);
+    l.dropped.push_back(f.file);
+  }
+  if (!l.dropped.empty()) {
+    for (auto& c : l.predicted)
+      c = run_case(c.file);
+    if (!quiet)
+      for (const auto& f : l.dropped)
+        fmt::print(stderr, "dropped {}: fitted on runs of a held-out source\n", f);
+  }
   for (auto& [runs, refit] : figures) {
     if (std::none_of(runs.begin(), runs.end(), [&](const std::string& id) { return held.count(id) > 0; }))
       continue; // fitted on none of the held-out runs
@@ -328,11 +354,13 @@ std::string leave_out_line(const LeaveOut& l)
     refits += fmt::format("{}{} gemm_efficiency {} (shipped {}, refitted on {} runs)", refits.empty() ? "" : "; ",
                           devices, r.refitted, r.shipped, r.fitted_on);
   }
+  std::string how = l.refits.empty() && l.dropped.empty() ? "as shipped (no fitted figure was fitted on them)"
+                    : l.refits.empty()                    ? "predicted"
+                                                          : "predicted with " + refits;
+  for (const auto& f : l.dropped)
+    how += fmt::format("{} without {} (fitted on them)", how == "predicted" ? "" : ",", f);
   std::string out = fmt::format("  left out {}: {:.1f}% over {} cases, {}; the other {} cases {:.1f}%\n", names,
-                                l.held_out_mape, l.held_out,
-                                l.refits.empty() ? "as shipped (no fitted figure was fitted on them)"
-                                                 : "predicted with " + refits,
-                                l.kept, l.kept_mape);
+                                l.held_out_mape, l.held_out, how, l.kept, l.kept_mape);
   for (const auto& c : l.predicted)
     out += fmt::format("    predicted {:<46} {:+6.1f}%\n", c.id, c.error_pct);
   return out;
@@ -366,7 +394,8 @@ int accuracy(const AccuracyOptions& o)
     nlohmann::json j = json_report(cases, sum);
     if (held) {
       j["left_out"] = {{"sources", l.sources},         {"mape_pct", l.held_out_mape}, {"cases", l.held_out},
-                       {"kept_mape_pct", l.kept_mape}, {"kept_cases", l.kept},       {"refitted", !l.refits.empty()}};
+                       {"kept_mape_pct", l.kept_mape}, {"kept_cases", l.kept},       {"refitted", !l.refits.empty()},
+                       {"dropped", l.dropped}};
       for (const auto& r : l.refits)
         j["left_out"]["refits"].push_back({{"devices", r.devices},
                                            {"shipped", r.shipped},

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -35,6 +36,26 @@ FittedFigure fitted_figure(const std::string& device)
   if (d.contains("calibration") && d["calibration"].contains("gemm_efficiency"))
     f.upper_bound = d["calibration"]["gemm_efficiency"].get<double>();
   return f;
+}
+
+std::vector<FrameworkFigure> framework_figures()
+{
+  std::vector<FrameworkFigure> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(fs::path(config_dir()) / "calibration", ec)) {
+    if (entry.path().extension() != ".json")
+      continue;
+    const nlohmann::json c = read_json_file(entry.path().string());
+    if (!c.contains("framework") || !c.contains("fitted_on") || !c["fitted_on"].is_array())
+      continue;
+    FrameworkFigure f{entry.path().filename().string(), {}};
+    for (const auto& id : c["fitted_on"])
+      if (id.is_string())
+        f.fitted_on.push_back(id.get<std::string>());
+    out.push_back(std::move(f));
+  }
+  std::sort(out.begin(), out.end(), [](const FrameworkFigure& a, const FrameworkFigure& b) { return a.file < b.file; });
+  return out;
 }
 
 CalibrationOverride::CalibrationOverride() : shipped_(config_dir())
@@ -75,6 +96,12 @@ void CalibrationOverride::set(const std::string& device, double gemm_efficiency)
   c["gemm_efficiency"]   = gemm_efficiency;
   std::ofstream out(fs::path(dir_) / "calibration" / (device + ".json"));
   out << c.dump(2) << "\n";
+}
+
+void CalibrationOverride::remove(const std::string& name)
+{
+  std::error_code ec;
+  fs::remove(fs::path(dir_) / "calibration" / name, ec);
 }
 
 double golden_section_minimum(const std::function<double(double)>& f, double lo, double hi, double tolerance)

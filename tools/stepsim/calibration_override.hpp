@@ -23,6 +23,14 @@ struct FittedFigure {
 // its calibration file names no runs it was fitted on.
 FittedFigure fitted_figure(const std::string& device);
 
+// The figures fitted for one framework on one device (calibration/DEVICE.FRAMEWORK.json, by
+// tools/calibrate/fit_framework.py): the file's name and the runs they were fitted on.
+struct FrameworkFigure {
+  std::string file;
+  std::vector<std::string> fitted_on;
+};
+std::vector<FrameworkFigure> framework_figures();
+
 class CalibrationOverride {
 public:
   CalibrationOverride();
@@ -31,6 +39,8 @@ public:
   CalibrationOverride& operator=(const CalibrationOverride&) = delete;
   // From now on, `device` runs at `gemm_efficiency` (its other calibration figures as shipped).
   void set(const std::string& device, double gemm_efficiency);
+  // From now on, the calibration file `name` (in calibration/) is as if never fitted.
+  void remove(const std::string& name);
 
 private:
   std::string shipped_; // the configuration folder the override copies

@@ -20,30 +20,14 @@ framework on that device lays over the device's calibration (models/device.cpp, 
 
 import argparse
 import json
-import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
+from fitting import accuracy, config_copy, golden, write_calibration
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def golden(f, lo, hi, tolerance):
-    g = (math.sqrt(5) - 1) / 2
-    x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
-    f1, f2 = f(x1), f(x2)
-    while hi - lo > tolerance:
-        if f1 <= f2:
-            hi, x2, f2 = x2, x1, f1
-            x1 = hi - g * (hi - lo)
-            f1 = f(x1)
-        else:
-            lo, x1, f1 = x1, x2, f2
-            x2 = lo + g * (hi - lo)
-            f2 = f(x2)
-    return round((lo + hi) / 2, 3)
 
 
 def main():
@@ -79,12 +63,7 @@ def main():
 
     work = tempfile.mkdtemp(prefix="stepsim-fit-framework-")
     try:
-        config_dir = os.path.join(work, "configs")
-        os.makedirs(config_dir)
-        for entry in os.listdir(a.configs):
-            if entry != "calibration":
-                os.symlink(os.path.join(a.configs, entry), os.path.join(config_dir, entry))
-        shutil.copytree(os.path.join(a.configs, "calibration"), os.path.join(config_dir, "calibration"))
+        config_dir = config_copy(a.configs, work)
         dirs = {}
         for part, names in (("fit", fitted), ("held", held)):
             dirs[part] = os.path.join(work, part)
@@ -97,27 +76,23 @@ def main():
             return {"device": a.device, "framework": a.framework, "gemm_efficiency": gemm,
                     "attention_efficiency_by_kernel": {a.attention_kernel: attention}}
 
-        def accuracy(gemm, attention, part="fit"):
+        def report(gemm, attention, part="fit"):
             with open(calibration, "w") as f:
                 json.dump(figures(gemm, attention), f)
-            out = os.path.join(work, "accuracy.json")
-            env = dict(os.environ, STEPSIM_CONFIG_DIR=config_dir)
-            subprocess.run([a.stepsim, "accuracy", dirs[part], "--quiet", "--json", out], check=True, env=env)
-            with open(out) as f:
-                return json.load(f)
+            return accuracy(a.stepsim, config_dir, dirs[part])
 
         best_gemm = {}
 
         def mape_at_attention(attention):
             # For each attention figure, the GEMM figure that fits best; the MAPE at that pair.
-            gemm = golden(lambda g: accuracy(g, attention)["mape_pct"], 0.3, gemm_upper, a.tolerance)
+            gemm = golden(lambda g: report(g, attention)["mape_pct"], 0.3, gemm_upper, a.tolerance)
             best_gemm[attention] = gemm
-            return accuracy(gemm, attention)["mape_pct"]
+            return report(gemm, attention)["mape_pct"]
 
         attention = golden(mape_at_attention, 0.1, attention_upper, a.tolerance)
-        gemm = best_gemm.get(attention) or golden(lambda g: accuracy(g, attention)["mape_pct"], 0.3, gemm_upper,
+        gemm = best_gemm.get(attention) or golden(lambda g: report(g, attention)["mape_pct"], 0.3, gemm_upper,
                                                   a.tolerance)
-        fit_report, held_report = accuracy(gemm, attention), accuracy(gemm, attention, "held")
+        fit_report, held_report = report(gemm, attention), report(gemm, attention, "held")
         print(f"{a.framework} on {a.device}: gemm_efficiency {gemm} (upper bound {gemm_upper}), "
               f"{a.attention_kernel} {attention} (upper bound {attention_upper})")
         print(f"  fitted on {len(fitted)} runs: MAPE {fit_report['mape_pct']:.1f}%; "
@@ -136,10 +111,7 @@ def main():
                 f"those runs sustain; MAPE {fit_report['mape_pct']:.1f}% over the fitted runs, "
                 f"{held_report['mape_pct']:.1f}% over the {len(held)} held out. Upper bounds: the device file's "
                 f"{gemm_upper} and {attention_upper}.")
-            with open(out, "w") as f:
-                json.dump(written, f, indent=2)
-                f.write("\n")
-            print(f"wrote {out}")
+            write_calibration(out, written)
     finally:
         shutil.rmtree(work)
 

@@ -26,12 +26,12 @@ leave-one-source-out check of issue 16.
 
 import argparse
 import json
-import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+
+from fitting import accuracy, config_copy, golden, write_calibration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,14 +44,6 @@ def from_source(path, case, source):
     name = source.lower()
     citation = case["validation"]["source"]["citation"].lower()
     return name in os.path.basename(path).lower() or name in citation
-
-
-def accuracy(stepsim, config_dir, cases_dir):
-    out = os.path.join(cases_dir, "..", "accuracy.json")
-    env = dict(os.environ, STEPSIM_CONFIG_DIR=config_dir)
-    subprocess.run([stepsim, "accuracy", cases_dir, "--quiet", "--json", out], check=True, env=env)
-    with open(out) as f:
-        return json.load(f)
 
 
 def main():
@@ -72,12 +64,7 @@ def main():
 
     work = tempfile.mkdtemp(prefix="stepsim-fit-")
     try:
-        config_dir = os.path.join(work, "configs")
-        os.makedirs(config_dir)
-        for entry in os.listdir(a.configs):  # everything as shipped but the device's calibration file
-            if entry != "calibration":
-                os.symlink(os.path.join(a.configs, entry), os.path.join(config_dir, entry))
-        shutil.copytree(os.path.join(a.configs, "calibration"), os.path.join(config_dir, "calibration"))
+        config_dir = config_copy(a.configs, work)  # everything as shipped but the device's calibration file
         fit_dir, held_dir = os.path.join(work, "fit", "cases"), os.path.join(work, "held", "cases")
         os.makedirs(fit_dir)
         os.makedirs(held_dir)
@@ -116,20 +103,7 @@ def main():
 
         def fit_efficiency(half_k):
             # Golden-section search: the MAPE over the runs is unimodal in the one figure.
-            lo, hi = 0.4, upper
-            g = (math.sqrt(5) - 1) / 2
-            x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
-            f1, f2 = mape(x1, half_k)["mape_pct"], mape(x2, half_k)["mape_pct"]
-            while hi - lo > a.tolerance:
-                if f1 <= f2:
-                    hi, x2, f2 = x2, x1, f1
-                    x1 = hi - g * (hi - lo)
-                    f1 = mape(x1, half_k)["mape_pct"]
-                else:
-                    lo, x1, f1 = x1, x2, f2
-                    x2 = lo + g * (hi - lo)
-                    f2 = mape(x2, half_k)["mape_pct"]
-            efficiency = round((lo + hi) / 2, 3)
+            efficiency = golden(lambda x: mape(x, half_k)["mape_pct"], 0.4, upper, a.tolerance)
             return efficiency, mape(efficiency, half_k)
 
         fits = []
@@ -165,10 +139,7 @@ def main():
                    f"{', '.join(f'{k:g}' for k in half_ks)})" if half_k is not None else "")
                 + f", MAPE {report['mape_pct']:.1f}% over them. Upper bound: the device file's {upper} "
                 "(the best shape of a benchmark sweep). The other fields keep the device file's values.")
-            with open(out, "w") as f:
-                json.dump(written, f, indent=2)
-                f.write("\n")
-            print(f"wrote {out}")
+            write_calibration(out, written)
     finally:
         shutil.rmtree(work)
 

@@ -1,0 +1,56 @@
+"""What the programs that fit figures on published runs share (fit_runs.py, fit_framework.py):
+a copy of the configuration folder whose calibration/ they may rewrite, `stepsim accuracy` over a
+folder of cases with that copy, the golden-section search of one figure, and writing a
+calibration file."""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+
+
+def config_copy(configs, work):
+    """A configuration folder under `work`: every entry of `configs` linked as shipped but
+    calibration/, which is copied so that a fit can rewrite its files."""
+    config_dir = os.path.join(work, "configs")
+    os.makedirs(config_dir)
+    for entry in os.listdir(configs):
+        if entry != "calibration":
+            os.symlink(os.path.join(configs, entry), os.path.join(config_dir, entry))
+    shutil.copytree(os.path.join(configs, "calibration"), os.path.join(config_dir, "calibration"))
+    return config_dir
+
+
+def accuracy(stepsim, config_dir, cases_dir):
+    """`stepsim accuracy --json` over `cases_dir` with the configuration folder `config_dir`."""
+    out = os.path.join(cases_dir, "..", "accuracy.json")
+    env = dict(os.environ, STEPSIM_CONFIG_DIR=config_dir)
+    subprocess.run([stepsim, "accuracy", cases_dir, "--quiet", "--json", out], check=True, env=env)
+    with open(out) as f:
+        return json.load(f)
+
+
+def golden(f, lo, hi, tolerance):
+    """The x in [lo, hi] that minimises a unimodal f, to within `tolerance`, rounded to three
+    decimals (the golden-section search stepsim accuracy --leave-out runs too)."""
+    g = (math.sqrt(5) - 1) / 2
+    x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+    f1, f2 = f(x1), f(x2)
+    while hi - lo > tolerance:
+        if f1 <= f2:
+            hi, x2, f2 = x2, x1, f1
+            x1 = hi - g * (hi - lo)
+            f1 = f(x1)
+        else:
+            lo, x1, f1 = x1, x2, f2
+            x2 = lo + g * (hi - lo)
+            f2 = f(x2)
+    return round((lo + hi) / 2, 3)
+
+
+def write_calibration(path, figures):
+    with open(path, "w") as f:
+        json.dump(figures, f, indent=2)
+        f.write("\n")
+    print(f"wrote {path}")

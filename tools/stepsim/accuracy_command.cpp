@@ -277,7 +277,7 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
     r.devices.push_back(name);
     upper[f.fitted_on] = f.upper_bound;
   }
-  std::optional<CalibrationOverride> override_calibration; // made at the first figure to refit
+  std::optional<CalibrationOverride> override_calibration; // made at the first figure to drop or refit
   for (const auto& f : framework_figures()) {
     const bool from_held = std::any_of(f.fitted_on.begin(), f.fitted_on.end(), [&](const std::string& id) {
       return std::any_of(sources.begin(), sources.end(), [&](const std::string& s) {

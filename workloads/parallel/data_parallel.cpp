@@ -148,8 +148,8 @@ TaskId DataParallelLowering::gather_tensors(const ParameterUnit& unit, TaskId af
   return last;
 }
 
-TaskId DataParallelLowering::scatter_tensors(double parameters, const std::vector<double>* tensors, TaskId after,
-                                             bool last)
+void DataParallelLowering::scatter_tensors(double parameters, const std::vector<double>* tensors, TaskId after,
+                                           bool last)
 {
   // Every tensor's gradient is reduced, persistent ones too: their optimizer state is sharded.
   for (double elements : moved_tensors(parameters, tensors)) {
@@ -160,7 +160,6 @@ TaskId DataParallelLowering::scatter_tensors(double parameters, const std::vecto
     const TaskId ready = plan_.per_rank_copies ? per_rank_copies("reduce_scatter_copies", bytes, Pass::Backward, after) : after;
     reduce(Bucket{bytes, elements, ready, last}, ready);
   }
-  return last_data_;
 }
 
 TaskId DataParallelLowering::per_rank_copies(const char* name, double bytes, Pass pass, TaskId after)
@@ -201,10 +200,7 @@ void DataParallelLowering::gradients_ready(const PipeOp& op, double parameters, 
     return;
   op_ = op;
   if (plan_.gather_parameters) { // FSDP reduce-scatters each unit's gradients as backward produces them
-    if (plan_.gather_per_tensor || plan_.per_rank_copies)
-      scatter_tensors(parameters, tensors, produced_by, last);
-    else
-      reduce(Bucket{parameters * plan_.gradient_bytes, parameters, produced_by, last}, produced_by);
+    scatter_tensors(parameters, tensors, produced_by, last);
     return;
   }
   pending_.bytes += parameters * plan_.gradient_bytes;

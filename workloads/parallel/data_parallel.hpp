@@ -12,7 +12,9 @@
 //   ZeRO 2   reduce-scatter of every micro-batch's gradients (they are sharded), all-gather after
 //   ZeRO 3   per unit: all-gather before forward and (reshard_after_forward) before backward of
 //            every micro-batch, reduce-scatter after its backward; reshard_after_forward false
-//            gathers each unit once per step and keeps it; no all-gather after the step.
+//            gathers each unit once per step and keeps it; no all-gather after the step. A
+//            framework may gather and reduce a unit tensor by tensor (DeepSpeed's hooks) and
+//            gather it again after a recomputed forward (FrameworkProfile).
 //   FCDP     ZeRO 3 where only the first gather of a unit in a step crosses the network: it is
 //            copied to host memory and every later gather is a host-to-GPU copy.
 //   Offload  each reduced gradient shard goes GPU→host; the CPU steps the shard; the updated
@@ -114,12 +116,12 @@ private:
   TaskId collective(Stream stream, CollectiveOp op, double bytes, Pass pass, int micro_batch, int chunk, TaskId after);
   TaskId host_copy(Stream stream, double bytes, Pass pass, int micro_batch, int chunk, TaskId after);
   TaskId gather(int index, TaskId issue_after);
-  // The collectives of one gather of a unit's parameters, or of one reduction of its gradients,
-  // each after the one before: one per tensor under gather_per_tensor (persistent ones left
-  // out), one in all otherwise; with per_rank_copies, each with its copies. Returns the last
-  // task, or `after` when nothing is moved.
+  // The collectives of one gather of a unit's parameters (each after the one before; returns
+  // the last task, or `after` when nothing is moved), or of one reduction of its gradients: one
+  // per tensor under gather_per_tensor (persistent ones not gathered), one in all otherwise;
+  // with per_rank_copies, each with its copies.
   TaskId gather_tensors(const ParameterUnit& unit, TaskId after);
-  TaskId scatter_tensors(double parameters, const std::vector<double>* tensors, TaskId after, bool last);
+  void scatter_tensors(double parameters, const std::vector<double>* tensors, TaskId after, bool last);
   std::vector<double> moved_tensors(double parameters, const std::vector<double>* tensors) const;
   // PyTorch's copies of a list-form collective of `bytes` (the whole buffer): one per rank.
   TaskId per_rank_copies(const char* name, double bytes, Pass pass, TaskId after);

@@ -23,7 +23,7 @@ struct DeviceCalibration {
   // calibration fits one per dtype: fp32 on CUDA cores is not tf32 or fp8 on tensor cores).
   std::map<std::string, double> gemm_efficiency_by_dtype;
   // attention_efficiency of one fused-attention implementation where it differs from the common
-  // figure ("flash-attention-2", "flash-attention-3", "cudnn"): on Hopper, FlashAttention-2
+  // figure ("flash-attention-1", "flash-attention-2", "flash-attention-3", "cudnn"): on Hopper, FlashAttention-2
   // reaches about a third of the peak and cuDNN's fused attention about half.
   std::map<std::string, double> attention_efficiency_by_kernel;
   // Fraction by which compute kernels slow while a collective's kernels run beside them on the

@@ -334,8 +334,8 @@ TEST_CASE("A framework's figures on a device are laid over the device's calibrat
   const Device foundry        = load_device("H100-SXM", "llm-foundry", "device");
   const Device core           = load_device("H100-SXM", "megatron-core", "device");
   CHECK(foundry.calibration.gemm_efficiency == figure["gemm_efficiency"].get<double>());
-  CHECK(foundry.calibration.attention_efficiency_of("flash-attention-2") ==
-        figure["attention_efficiency_by_kernel"]["flash-attention-2"].get<double>());
+  CHECK(foundry.calibration.attention_efficiency_of("flash-attention-1") ==
+        figure["attention_efficiency_by_kernel"]["flash-attention-1"].get<double>());
   CHECK(foundry.calibration.gemm_efficiency != plain.calibration.gemm_efficiency);
   // Another framework, and every figure the file does not name, keep the device's.
   CHECK(core.calibration.gemm_efficiency == plain.calibration.gemm_efficiency);

@@ -13,8 +13,10 @@ enum class KernelKind {
   Opaque,    // known only by its FLOPs, not its shape (a layer-list layer given by figures)
 };
 
-// The fused-attention implementations a device calibration may give a figure of its own.
-inline constexpr const char* kAttentionKernels[] = {"flash-attention-2", "flash-attention-3", "cudnn"};
+// The fused-attention implementations a device calibration may give a figure of its own
+// ("flash-attention-1": flash-attn 1.x or its Triton kernel, the first generation).
+inline constexpr const char* kAttentionKernels[] = {"flash-attention-1", "flash-attention-2", "flash-attention-3",
+                                                    "cudnn"};
 
 struct Kernel {
   KernelKind kind = KernelKind::Memory;

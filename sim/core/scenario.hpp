@@ -111,8 +111,9 @@ struct TrainingSpec {
   // turns on --accumulate-allreduce-grads-in-fp32 for bf16; FSDP takes MixedPrecision's
   // reduce_dtype. Empty: the training precision's own size (what a scenario built in code gets).
   std::string gradient_precision;
-  // The fused-attention implementation (flash attention only): "flash-attention-2",
-  // "flash-attention-3", "cudnn", or empty for the device's common figure; the profile's default.
+  // The fused-attention implementation (flash attention only): "flash-attention-1",
+  // "flash-attention-2", "flash-attention-3", "cudnn", or empty for the device's common figure;
+  // the profile's default.
   std::string attention_kernel;
   // The framework profile that fills in what the scenario leaves to the framework
   // (sim/core/framework.hpp, workloads/frameworks/).

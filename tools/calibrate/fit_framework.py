@@ -15,7 +15,7 @@ With --write it writes configs/calibration/DEVICE.FRAMEWORK.json, which a scenar
 framework on that device lays over the device's calibration (models/device.cpp, load_device).
 
     python3 tools/calibrate/fit_framework.py --framework llm-foundry --device H100-SXM \\
-        --attention-kernel flash-attention-2 --cases configs/validation/llm-foundry --write
+        --attention-kernel flash-attention-1 --cases configs/validation/llm-foundry --write
 """
 
 import argparse

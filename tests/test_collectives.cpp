@@ -113,3 +113,35 @@ TEST_CASE("the collective benchmark takes a platform of several node groups")
   const auto members = benchmark_group(edge.platform, 0, false);
   CHECK(time_collective(edge.platform, members, CollectiveOp::AllReduce, 64e3, "auto").seconds > 0);
 }
+
+TEST_CASE("pipelined collectives pay their protocol latency once per hop and not once per chunk")
+{
+  // NCCL's tuner charges a tree 2 x ((ppn-1) intraLat + log2(nNodes) interLat) and NVLS_TREE
+  // intraLat + 2 log2(nNodes) interLat, whatever the size (v2.20.3 tuning.cc): its chunks overlap
+  // their latencies. So the launch of a tree over 16 nodes of 8 GPUs is the same for a buffer of
+  // one chunk and for one of 64 chunks per lane, and it grows with the tree's height.
+  REQUIRE(link_efficiency().protocols_loaded);
+  auto shape = [](int nodes) {
+    std::vector<int> node;
+    for (int i = 0; i < nodes; ++i)
+      for (int k = 0; k < 8; ++k)
+        node.push_back(i);
+    GroupShape g = group_shape(node, true);
+    g.intra      = PathCost{1.3e-6, 350e9};
+    g.inter      = PathCost{2.5e-6, 46e9};
+    return g;
+  };
+  const GroupShape g16 = shape(16), g4 = shape(4);
+  for (const char* name : {"tree", "nvls_tree"}) {
+    INFO(name);
+    const auto& a     = with_protocol(CollectiveRegistry::get(name, "test"), Protocol::Simple);
+    const double one  = launch_seconds(a, CollectiveOp::AllReduce, g16, 64e3);
+    const double many = launch_seconds(a, CollectiveOp::AllReduce, g16, 16e9);
+    CHECK(a.steps(CollectiveOp::AllReduce, g16, 16e9) > 4 * a.steps(CollectiveOp::AllReduce, g16, 64e3));
+    CHECK(many == Approx(one));
+    CHECK(launch_seconds(a, CollectiveOp::AllReduce, g4, 16e9) < many);
+  }
+  // The ring pays its protocol's latency on each of its 2(n-1) steps.
+  const auto& ring = with_protocol(CollectiveRegistry::get("ring", "test"), Protocol::Simple);
+  CHECK(launch_seconds(ring, CollectiveOp::AllReduce, g16, 16e9) > launch_seconds(ring, CollectiveOp::AllReduce, g4, 16e9));
+}

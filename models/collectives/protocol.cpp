@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -159,9 +160,17 @@ static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, con
   const double between = g.inter.latency_s > 0
                              ? c.step_between_s + (tree ? tree_cost().step_between_s[static_cast<size_t>(a.protocol)] : 0.0)
                              : 0.0;
+  // The pipelined algorithms (the trees, NVLS-tree, CollNet) pay these once per hop of their
+  // depth, as NCCL's tuner charges them (v2.20.3 src/graph/tuning.cc: tree 2 x ((ppn-1) intraLat
+  // + log2(nNodes) interLat), NVLS_TREE intraLat + 2 log2(nNodes) interLat, CollNet one trip),
+  // not once per chunk: NCCL keeps NCCL_STEPS chunks of a connection in flight, so a chunk's
+  // protocol latency overlaps the chunks before it. Their walk takes one chunk (a byte). The
+  // ring pays them per step, as tuning.cc's nsteps x lat.
+  const bool pipelined = tree || a.bare->nccl == NcclAlgorithm::CollNet;
+  const double walked  = pipelined ? 1.0 : bytes;
   double steps         = 0;
   if (inside > 0 || between > 0)
-    steps = uncontended_seconds(a, op, g, bytes, [&](int x, int y) {
+    steps = uncontended_seconds(a, op, g, walked, [&](int x, int y) {
       return PathCost{same_node(g, x, y) ? inside : between, 0.0};
     });
   return base_latency(*a.bare, c) + steps;
@@ -186,9 +195,25 @@ namespace {
 // stepsim does not search; their flows carry what each link really moves.
 // Without latency a transfer's time is linear in its bytes, so the bare ring's time scaled by the
 // protocol's wire factor is the protocol's.
-double tuner_tree_bandwidth_seconds(double bare_ring_s, Protocol p, const GroupShape& g)
+//
+// Up to 256 MiB the tuner also scales the tree's bandwidth by its treeCorrectionFactor (its trees
+// "are not perfectly sticking to the model for medium sizes"), per protocol and power of two of
+// size / 64 (v2.20.3 src/graph/tuning.cc, ncclTopoGetAlgoTime).
+double tree_correction(Protocol p, double bytes)
 {
-  return bare_ring_s * protocol_cost(p).wire_factor * g.n / (g.n - 1) / tree_cost().bandwidth_factor;
+  static constexpr double kFactor[3][23] = {
+      {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+      {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+      {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+  const double units = std::floor(bytes / 64);
+  const int log_size = units < 1 ? 0 : static_cast<int>(std::floor(std::log2(units))); // log2i(nBytes >> 6)
+  return log_size < 23 ? kFactor[static_cast<size_t>(p)][static_cast<size_t>(log_size)] : 1.0;
+}
+
+double tuner_tree_bandwidth_seconds(double bare_ring_s, Protocol p, const GroupShape& g, double bytes)
+{
+  return bare_ring_s * protocol_cost(p).wire_factor * g.n / (g.n - 1) / tree_cost().bandwidth_factor /
+         tree_correction(p, bytes);
 }
 
 double bare_ring_bandwidth_seconds(CollectiveOp op, const GroupShape& g, double bytes)
@@ -237,7 +262,7 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
         if (a->nccl == NcclAlgorithm::Tree && op == CollectiveOp::AllReduce) {
           if (bare_ring_s < 0)
             bare_ring_s = bare_ring_bandwidth_seconds(op, g, bytes);
-          t = std::max(t, launch + tuner_tree_bandwidth_seconds(bare_ring_s, p, g));
+          t = std::max(t, launch + tuner_tree_bandwidth_seconds(bare_ring_s, p, g, bytes));
         }
       }
       if (t < best || picked == nullptr) {

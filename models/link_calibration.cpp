@@ -83,6 +83,11 @@ LinkEfficiency load_link_efficiency()
       problems.add(link.path_of("efficiency"), "expected a fraction no larger than 1");
   };
   fraction("nvswitch", e.nvswitch, e.nvswitch_step_s, true);
+  // Direct NVLink takes the NVSwitch's figures where the file has none of its own.
+  e.nvlink        = e.nvswitch;
+  e.nvlink_step_s = e.nvswitch_step_s;
+  if (r.has("nvlink"))
+    fraction("nvlink", e.nvlink, e.nvlink_step_s);
   fraction("pcie", e.pcie, e.pcie_step_s);
   fraction("nic", e.nic, e.nic_step_s);
   JsonReader base             = r.object("collective_base_latency");
@@ -162,7 +167,7 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
     Problems problems;
     JsonReader r(doc, "", problems);
     // Every key the file may hold, so that a misspelt one is named with the closest of them.
-    for (const char* key : {"nvswitch", "pcie", "nic", "nic_kinds", "collective_base_latency", "protocols"})
+    for (const char* key : {"nvswitch", "nvlink", "pcie", "nic", "nic_kinds", "collective_base_latency", "protocols"})
       r.raw(key);
     // Each link entry as links.json writes it; what an entry leaves out keeps links.json's figure.
     auto link = [&](JsonReader l, double& efficiency, double& step) {
@@ -187,6 +192,8 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
       nvswitch.raw("in_switch_reduction_source");
       link(nvswitch, e.nvswitch, e.nvswitch_step_s);
     }
+    if (r.has("nvlink"))
+      link(r.object("nvlink"), e.nvlink, e.nvlink_step_s);
     if (r.has("pcie"))
       link(r.object("pcie"), e.pcie, e.pcie_step_s);
     if (r.has("nic")) {

@@ -34,13 +34,14 @@ struct NicKindCost {
 
 struct LinkEfficiency {
   double nvswitch = 1.0; // GPU to NVSwitch (NVLink)
+  double nvlink   = 1.0; // GPU to GPU over NVLink with no switch between (DGX-1's cube mesh)
   double pcie     = 1.0; // GPU to GPU through PCIe switches
   double nic      = 1.0; // NIC to NIC through the cluster fabric (InfiniBand, RoCE)
   // What one step of a collective costs beyond the wire latency on each link type (NCCL's
   // per-step hwLat: the LL protocol's flag polling and the hand-off between thread blocks),
   // seconds per GPU-to-GPU path of that type; added to the scenario's path latency of that type
   // (unless the scenario sets it to zero: an idealised, free link).
-  double nvswitch_step_s = 0, pcie_step_s = 0, nic_step_s = 0;
+  double nvswitch_step_s = 0, nvlink_step_s = 0, pcie_step_s = 0, nic_step_s = 0;
   // NCCL's fixed cost of one collective (its tuner's baseLat: kernel launch and set-up), seconds.
   double collective_base_latency_s = 0;
   // NVLink SHARP: the rate at which the NVSwitch reduces what one GPU pushes into it, bytes per
@@ -63,7 +64,7 @@ LinkEfficiency load_link_efficiency();
 const LinkEfficiency& link_efficiency();
 
 // A cluster's own calibration (`stepsim calibrate network -o FILE`): links.json's entries it holds
-// (nvswitch, pcie, nic, nic_kinds.<kind>, collective_base_latency, protocols.<name>.base_latency)
+// (nvswitch, nvlink, pcie, nic, nic_kinds.<kind>, collective_base_latency, protocols.<name>.base_latency)
 // laid over `base`. InputError names `named_by` (the option or scenario key), the file and the JSON
 // path.
 LinkEfficiency load_network_calibration(const std::string& file, const LinkEfficiency& base,

@@ -242,3 +242,20 @@ TEST_CASE("stepsim platform prints each node type's links", "[node_types][cli]")
   for (const char* kind : c.kinds)
     CHECK(r.output.find(kind) != std::string::npos);
 }
+
+TEST_CASE("direct NVLink takes its own achieved fraction and the NVSwitch its own")
+{
+  // DGX-1's cube mesh joins GPUs by NVLink with no switch between them: links.json "nvlink",
+  // fitted on published DGX-1 rings (tools/calibrate/fit_link.py), not the NVSwitch's figure.
+  LinkEfficiency e;
+  e.nvswitch = 0.78;
+  e.nvlink   = 0.9;
+  PlatformSpec mesh = one_node("dgx1_cube_mesh", 8);
+  mesh.node_groups[0].intra_node.bandwidth_Bps = 25e9;
+  PlatformSpec sw = one_node("nvswitch", 8);
+  sw.node_groups[0].intra_node.bandwidth_Bps = 300e9;
+  CHECK(with_achieved_bandwidth(mesh, e).node_groups[0].intra_node.bandwidth_Bps == Approx(25e9 * 0.9));
+  CHECK(with_achieved_bandwidth(sw, e).node_groups[0].intra_node.bandwidth_Bps == Approx(300e9 * 0.78));
+  // The shipped file has both, fitted apart.
+  CHECK(load_link_efficiency().nvlink != load_link_efficiency().nvswitch);
+}

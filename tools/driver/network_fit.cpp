@@ -70,7 +70,7 @@ std::vector<const NcclTestsRow*> sample(const NcclTestsLog& log, bool (*band)(do
   return picked;
 }
 
-// The figures of one link type, read and written by name: "nvswitch", "pcie", or a NIC kind
+// The figures of one link type, read and written by name: "nvswitch", "nvlink", "pcie", or a NIC kind
 // (infiniband's are links.json's `nic`, the others "nic_kinds".<kind>).
 struct LinkFigures {
   double efficiency = 1, step_s = 0;
@@ -80,6 +80,8 @@ LinkFigures figures_of(const LinkEfficiency& e, const std::string& link)
 {
   if (link == "nvswitch")
     return {e.nvswitch, e.nvswitch_step_s};
+  if (link == "nvlink")
+    return {e.nvlink, e.nvlink_step_s};
   if (link == "pcie")
     return {e.pcie, e.pcie_step_s};
   const NicKindCost c = e.nic_kind(link);
@@ -91,6 +93,11 @@ void set_figures(LinkEfficiency& e, const std::string& link, LinkFigures f)
   if (link == "nvswitch") {
     e.nvswitch        = f.efficiency;
     e.nvswitch_step_s = f.step_s;
+    return;
+  }
+  if (link == "nvlink") {
+    e.nvlink        = f.efficiency;
+    e.nvlink_step_s = f.step_s;
     return;
   }
   if (link == "pcie") {
@@ -386,7 +393,7 @@ NetworkFit fit_network(const NetworkFitRequest& request)
                              c.platform.node_groups.front().intra_node.type);
         continue;
       }
-      l.fitted_link = kind == LinkClass::Pcie ? "pcie" : "nvswitch";
+      l.fitted_link = kind == LinkClass::Pcie ? "pcie" : kind == LinkClass::NvLinkDirect ? "nvlink" : "nvswitch";
       inside.push_back(&c);
     }
   }
@@ -413,7 +420,7 @@ NetworkFit fit_network(const NetworkFitRequest& request)
 
   LinkEfficiency e = fit.before;
   // Inside a node first: the NIC's rows run over those links too.
-  for (const std::string& link : {std::string("nvswitch"), std::string("pcie")}) {
+  for (const std::string& link : {std::string("nvswitch"), std::string("nvlink"), std::string("pcie")}) {
     std::vector<Case*> group;
     for (Case* c : inside)
       if (c->fit->fitted_link == link)
@@ -496,7 +503,7 @@ NetworkFit fit_network(const NetworkFitRequest& request)
     file["fitted_on"].push_back(l.log.path);
   for (const auto& link : fitted_links) {
     const auto entry = link_entry(figures_of(fit.after, link), logs_text);
-    if (link == "nvswitch" || link == "pcie" || link == nic_kind_names().front())
+    if (link == "nvswitch" || link == "nvlink" || link == "pcie" || link == nic_kind_names().front())
       file[link == nic_kind_names().front() ? "nic" : link] = entry;
     else
       file["nic_kinds"][link] = entry;

@@ -71,6 +71,8 @@ int run_network(const NetworkOptions& o)
   const auto &b = fit.before, &a = fit.after;
   figure("nvswitch efficiency", b.nvswitch, a.nvswitch, false);
   figure("nvswitch step_latency", b.nvswitch_step_s, a.nvswitch_step_s, true);
+  figure("nvlink efficiency", b.nvlink, a.nvlink, false);
+  figure("nvlink step_latency", b.nvlink_step_s, a.nvlink_step_s, true);
   figure("pcie efficiency", b.pcie, a.pcie, false);
   figure("pcie step_latency", b.pcie_step_s, a.pcie_step_s, true);
   figure("nic efficiency", b.nic, a.nic, false);

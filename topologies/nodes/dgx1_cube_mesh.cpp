@@ -67,7 +67,7 @@ void build(NodeBuild& b)
 // 25e9: one NVLink2 link per direction (DGX-1 with Tesla V100 system architecture whitepaper).
 const bool registered = NodeTypeRegistry::add(
     "dgx1_cube_mesh", "DGX-1 V100: hybrid cube-mesh of 24 NVLink2 links (bandwidth per link), no switch",
-    NodeType{kGpus, nullptr, build, true, 25e9, LinkClass::NvLink, false});
+    NodeType{kGpus, nullptr, build, true, 25e9, LinkClass::NvLinkDirect, false});
 
 } // namespace
 } // namespace stepsim

@@ -159,8 +159,9 @@ PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEff
 {
   PlatformSpec achieved = platform;
   for (auto& g : achieved.node_groups) {
-    // NVLink node types take the NVSwitch figure, PCIe ones the PCIe figure; a chiplet mesh has no
-    // measurement to take one from, so its links keep their rated bandwidth.
+    // NVSwitch node types take the NVSwitch figure, direct NVLink meshes the NVLink one, PCIe ones
+    // the PCIe figure; a chiplet mesh has no measurement to take one from, so its links keep their
+    // rated bandwidth.
     const NodeType* type = NodeTypeRegistry::find(g.intra_node.type);
     const LinkClass link = type != nullptr ? type->link_class : LinkClass::NvLink;
     if (link == LinkClass::Pcie) {
@@ -169,6 +170,9 @@ PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEff
     } else if (link == LinkClass::NvLink) {
       g.intra_node.bandwidth_Bps *= efficiency.nvswitch;
       g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.nvswitch_step_s : 0;
+    } else if (link == LinkClass::NvLinkDirect) {
+      g.intra_node.bandwidth_Bps *= efficiency.nvlink;
+      g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.nvlink_step_s : 0;
     }
     // Each NIC kind its own figures (links.json "nic_kinds"); infiniband's are `nic`'s.
     const NicKindCost nic = efficiency.nic_kind(g.nic.kind);

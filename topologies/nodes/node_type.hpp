@@ -75,7 +75,8 @@ struct NodeBuild {
 
 // Which measured efficiency (configs/calibration/links.json) a node type's GPU links achieve.
 enum class LinkClass : uint8_t {
-  NvLink, // NVLink, through NVSwitches or direct: the "nvswitch" figure
+  NvLink,       // NVLink through NVSwitches: the "nvswitch" figure
+  NvLinkDirect, // NVLink straight between GPUs, no switch (DGX-1's cube mesh): the "nvlink" figure
   Pcie,   // PCIe, direct or through switches: the "pcie" figure
   Rated,  // no measurement to take one from (a chiplet mesh): the rated bandwidth
 };

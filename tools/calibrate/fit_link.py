@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Fits what one link kind achieves (its `efficiency` in configs/calibration/links.json) on the
+published nccl-tests cases whose machine has that link kind.
+
+The rows of 64 MiB and more are bandwidth-bound: there a collective's time is its bytes over what
+its links achieve, so they set the link's efficiency and nothing else. This program runs
+`stepsim collective --compare` on the cases of one preset (configs/calibration/
+nccl_tests_published.json by default) and searches, golden section, the efficiency that minimises
+their bus-bandwidth MAPE over those rows. Everything else stays as shipped. With --write it sets
+the entry's efficiency and source in links.json.
+
+    python3 tools/calibrate/fit_link.py --link nvlink --preset dgx1-v100 --write
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from fitting import config_copy, golden
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--link", required=True, help="the links.json entry: nvswitch, nvlink, pcie or nic")
+    ap.add_argument("--preset", required=True, help="fit on the published cases run on this platform preset")
+    ap.add_argument("--cases", default=os.path.join(ROOT, "configs", "calibration", "nccl_tests_published.json"))
+    ap.add_argument("--stepsim", default=os.path.join(ROOT, "build", "release", "stepsim"))
+    ap.add_argument("--configs", default=os.path.join(ROOT, "configs"))
+    ap.add_argument("--tolerance", type=float, default=0.002)
+    ap.add_argument("--write", action="store_true", help="set the entry's efficiency in links.json")
+    a = ap.parse_args()
+
+    with open(a.cases) as f:
+        published = json.load(f)
+    chosen = [c for c in published["cases"] if c["preset"] == a.preset]
+    rows = sum(1 for c in chosen for r in c["rows"] if r["bytes"] >= 64 * 2**20)
+    if rows == 0:
+        sys.exit(f"no published case on preset {a.preset} has a row of 64 MiB or more in {a.cases}")
+
+    work = tempfile.mkdtemp(prefix="stepsim-fit-link-")
+    try:
+        config_dir = config_copy(a.configs, work)
+        links_file = os.path.join(config_dir, "calibration", "links.json")
+        with open(links_file) as f:
+            links = json.load(f)
+        if a.link not in links:
+            sys.exit(f"links.json has no entry \"{a.link}\"")
+        cases_file = os.path.join(work, "cases.json")
+        with open(cases_file, "w") as f:
+            json.dump(dict(published, cases=chosen), f)
+        env = dict(os.environ, STEPSIM_CONFIG_DIR=config_dir)
+
+        def large_mape(efficiency):
+            links[a.link]["efficiency"] = efficiency
+            with open(links_file, "w") as f:
+                json.dump(links, f)
+            out = os.path.join(work, "compare.json")
+            subprocess.run([a.stepsim, "collective", "--compare", cases_file, "--json", out], check=True, env=env,
+                           stdout=subprocess.DEVNULL)
+            with open(out) as f:
+                return 100 * json.load(f)["large"]["mape"]
+
+        shipped = json.load(open(os.path.join(a.configs, "calibration", "links.json")))[a.link]["efficiency"]
+        before = large_mape(shipped)
+        efficiency = golden(large_mape, 0.5, 1.0, a.tolerance)
+        after = large_mape(efficiency)
+        names = ", ".join(c["name"] for c in chosen)
+        print(f"{a.link} on {a.preset}: efficiency {shipped} -> {efficiency}; busbw MAPE over {rows} rows of "
+              f"64 MiB and more {before:.1f}% -> {after:.1f}% ({names})")
+        if a.write:
+            path = os.path.join(a.configs, "calibration", "links.json")
+            with open(path) as f:
+                text = json.load(f)
+            text[a.link]["efficiency"] = efficiency
+            text[a.link]["source"] = (
+                f"fitted by tools/calibrate/fit_link.py on the {rows} rows of 64 MiB and more of the published "
+                f"nccl-tests cases run on preset {a.preset} (configs/calibration/nccl_tests_published.json: "
+                f"{names}): busbw MAPE {after:.1f}%, against {before:.1f}% with the figure before the fit ({shipped})")
+            with open(path, "w") as f:
+                json.dump(text, f, indent=2, ensure_ascii=False)
+                f.write("\n")
+            print(f"wrote {path}")
+    finally:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -257,13 +257,18 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
         const double launch = launch_seconds(candidate, op, g, bytes);
         if (picked != nullptr && launch >= best)
           continue;
-        auto path = [&g](int x, int y) { return same_node(g, x, y) ? g.intra : g.inter; };
-        t         = launch + uncontended_seconds(candidate, op, g, bytes, path);
+        // The tuner's view of the tree bounds its time from below too: a tree that loses by it
+        // alone is not walked (on a large group its walk is the costly part of the pick).
+        double tuner_s = 0;
         if (a->nccl == NcclAlgorithm::Tree && op == CollectiveOp::AllReduce) {
           if (bare_ring_s < 0)
             bare_ring_s = bare_ring_bandwidth_seconds(op, g, bytes);
-          t = std::max(t, launch + tuner_tree_bandwidth_seconds(bare_ring_s, p, g, bytes));
+          tuner_s = launch + tuner_tree_bandwidth_seconds(bare_ring_s, p, g, bytes);
+          if (picked != nullptr && tuner_s >= best)
+            continue;
         }
+        auto path = [&g](int x, int y) { return same_node(g, x, y) ? g.intra : g.inter; };
+        t         = std::max(launch + uncontended_seconds(candidate, op, g, bytes, path), tuner_s);
       }
       if (t < best || picked == nullptr) {
         best   = t;

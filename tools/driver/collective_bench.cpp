@@ -121,9 +121,15 @@ CollectiveTime time_collective(const PlatformSpec& platform, const std::vector<i
       CollectiveTiming timing(every, built.gpus, chosen);
       const CollectiveAlgorithm& runs = concrete_algorithm(chosen, op, timing.shape(0), bytes);
       const bool uniform              = runs.uniform_steps && runs.uniform_steps(op, timing.shape(0));
+      const auto& net                 = platform.network;
+      const bool non_blocking = (net.topology == "fat_tree" || net.topology == "rail_optimized") &&
+                                net.oversubscription <= 1 && net.core_oversubscription <= 1;
+      const bool closed_form  = !analytic_network && !uniform && non_blocking && members.size() > kFlowMembers;
+      options.analytic_network = analytic_network || closed_form;
+      result["closed_form"]    = closed_form;
       ReplayResult r;
       try {
-        r = replay(uniform && !analytic_network ? lone : every, built.gpus, chosen, options);
+        r = replay(uniform && !options.analytic_network ? lone : every, built.gpus, chosen, options);
       } catch (const SymmetryBroken&) {
         r = replay(every, built.gpus, chosen, options);
       }
@@ -140,7 +146,7 @@ CollectiveTime time_collective(const PlatformSpec& platform, const std::vector<i
   if (!std::isfinite(seconds) || seconds <= 0)
     throw std::runtime_error(fmt::format("the {} of {} bytes ended at {} s, which is not a duration",
                                          collective_name(op), bytes, seconds));
-  return CollectiveTime{seconds, out["algorithm"].get<std::string>()};
+  return CollectiveTime{seconds, out["algorithm"].get<std::string>(), out["closed_form"].get<bool>()};
 }
 
 } // namespace stepsim

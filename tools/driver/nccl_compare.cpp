@@ -108,6 +108,7 @@ Comparison compare_published(const std::string& file, bool analytic_network, con
         cr.measured_GBps  = row.measured_GBps;
         cr.predicted_GBps = row.bytes / timed.seconds / 1e9 * factor;
         cr.picked         = timed.algorithm;
+        cc.closed_form_rows += timed.closed_form ? 1 : 0;
         cr.family         = size_family(row.bytes);
         add_error(cr.family == SizeFamily::Large ? cc.large : cc.small, cr.error());
         add_error(cr.family == SizeFamily::Large ? out.large : out.small, cr.error());
@@ -140,10 +141,17 @@ std::string comparison_table(const Comparison& c)
     if (!k.not_modelled.empty())
       out += fmt::format("{:<52} {:<18} {:>5} {:<15} not modelled: {}\n", k.name, k.preset, k.gpus, what, k.not_modelled);
     else
-      out += fmt::format("{:<52} {:<18} {:>5} {:<15} {} {}\n", k.name, k.preset, k.gpus, what, cell(k.large),
-                         cell(k.small));
+      out += fmt::format("{:<52} {:<18} {:>5} {:<15} {} {}{}\n", k.name, k.preset, k.gpus, what, cell(k.large),
+                         cell(k.small), k.closed_form_rows > 0 ? " *" : "");
   }
+  bool closed = false;
+  for (const auto& k : c.cases)
+    closed = closed || k.closed_form_rows > 0;
   out += fmt::format("{:<52} {:<18} {:>5} {:<15} {} {}\n", "all cases run", "", "", "", cell(c.large), cell(c.small));
+  if (closed)
+    out += fmt::format("* timed by its closed form: a tree over more than {} GPUs on a non-blocking fabric "
+                       "(tools/driver/collective_bench.hpp)\n",
+                       kFlowMembers);
   return out;
 }
 
@@ -162,7 +170,8 @@ nlohmann::json comparison_json(const Comparison& c)
                       {"picked", r.picked}});
     nlohmann::json j = {{"name", k.name},   {"preset", k.preset},       {"nodes", k.nodes},
                         {"gpus", k.gpus},   {"op", k.op},               {"algorithm", k.algorithm},
-                        {"large", family(k.large)}, {"small", family(k.small)}, {"rows", rows}};
+                        {"large", family(k.large)}, {"small", family(k.small)}, {"rows", rows},
+                        {"closed_form_rows", k.closed_form_rows}};
     if (!k.not_modelled.empty())
       j["not_modelled"] = k.not_modelled;
     cases.push_back(j);

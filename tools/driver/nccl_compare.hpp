@@ -37,6 +37,7 @@ struct ComparedCase {
   std::string not_modelled; // why the case was not run (an algorithm not registered, a group it refuses); empty when run
   std::vector<ComparedRow> rows;
   FamilyError large, small;
+  int closed_form_rows = 0; // rows timed by their closed form (a tree over many GPUs: collective_bench.hpp)
 };
 
 struct Comparison {

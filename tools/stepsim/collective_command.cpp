@@ -149,16 +149,23 @@ int run(const CollectiveOptions& o)
     fmt::print("{:>14} {:>14} {:>14} {:>13} {:>13}  {}\n", "size (B)", "count (fp32)", "time (us)", "algbw (GB/s)",
                "busbw (GB/s)", "algorithm/protocol");
   }
+  int closed_forms = 0;
   for (double bytes : sizes) {
     const auto timed     = time_collective(s.platform, members, *op, bytes, algorithm, network == "analytic", protocol);
     const double seconds = timed.seconds;
     const double algbw   = bytes / seconds / 1e9;
     if (table)
-      fmt::print("{:>14.0f} {:>14.0f} {:>14.2f} {:>13.2f} {:>13.2f}  {}\n", bytes, std::floor(bytes / 4),
-                 seconds * 1e6, algbw, algbw * factor, timed.algorithm);
+      fmt::print("{:>14.0f} {:>14.0f} {:>14.2f} {:>13.2f} {:>13.2f}  {}{}\n", bytes, std::floor(bytes / 4),
+                 seconds * 1e6, algbw, algbw * factor, timed.algorithm, timed.closed_form ? " (closed form)" : "");
     doc["rows"].push_back({{"bytes", bytes},          {"count", std::floor(bytes / 4)}, {"time_us", seconds * 1e6},
-                           {"algbw_GBps", algbw},     {"busbw_GBps", algbw * factor},   {"picked", timed.algorithm}});
+                           {"algbw_GBps", algbw},     {"busbw_GBps", algbw * factor},   {"picked", timed.algorithm},
+                           {"closed_form", timed.closed_form}});
+    closed_forms += timed.closed_form ? 1 : 0;
   }
+  if (table && closed_forms > 0)
+    fmt::print("# (closed form): a tree over more than {} GPUs on a non-blocking fabric is timed by its closed form "
+               "on the members' own links, not flow by flow (--network analytic does so for every size)\n",
+               kFlowMembers);
   if (o.json_out == "-")
     fmt::print("{}\n", doc.dump(2));
   else if (!o.json_out.empty())

@@ -77,8 +77,8 @@ struct NodeBuild {
 enum class LinkClass : uint8_t {
   NvLink,       // NVLink through NVSwitches: the "nvswitch" figure
   NvLinkDirect, // NVLink straight between GPUs, no switch (DGX-1's cube mesh): the "nvlink" figure
-  Pcie,   // PCIe, direct or through switches: the "pcie" figure
-  Rated,  // no measurement to take one from (a chiplet mesh): the rated bandwidth
+  Pcie,         // PCIe, direct or through switches: the "pcie" figure
+  Rated,        // no measurement to take one from (a chiplet mesh): the rated bandwidth
 };
 
 struct NodeType {

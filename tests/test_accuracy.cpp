@@ -18,13 +18,13 @@
 namespace {
 
 // `stepsim accuracy` with the shipped calibrations: 3.2% over the fitted cases (the bound keeps the
-// 3.4% they were fitted to), 5.6% over all 38 since DeepSpeed's blocking sends, gradient
+// 3.4% they were fitted to), 5.1% over all 38 since DeepSpeed's blocking sends, gradient
 // accumulation and tensor-by-tensor ZeRO-3 gathers, Megatron-Core's tensor-parallel overlap, the
-// H100 figure fitted on its runs and llm-foundry's figures fitted on MosaicML's tables; worst
-// +32.4% (Megatron-Core 1.7B on H100).
+// H100 figure fitted on its runs, llm-foundry's figures fitted on MosaicML's tables and
+// DeepSpeed-Megatron's on its two A100 runs; worst +31.9% (Megatron-Core 1.7B on H100).
 constexpr double kReachedMapePct    = 3.4;
 constexpr double kWorstCaseLimitPct = 20.0;
-constexpr double kReachedAllMapePct = 5.6;
+constexpr double kReachedAllMapePct = 5.1;
 constexpr double kWorstAllLimitPct  = 33.0;
 
 bool fitted(const std::string& id)
@@ -112,20 +112,21 @@ TEST_CASE("accuracy: a case without a measurement is an input error naming the p
 TEST_CASE("accuracy: --leave-out reports a source's cases as held out, and refuses a source no case names",
           "[accuracy]")
 {
-  const nlohmann::json r = accuracy_report("--leave-out korthikanti --leave-out mtnlg");
+  // No figure is fitted on Korthikanti's or MegaScale's runs: they are held out as shipped.
+  const nlohmann::json r = accuracy_report("--leave-out korthikanti --leave-out megascale");
   double held = 0, kept = 0;
   int held_cases = 0;
   for (const auto& c : r["cases"]) {
     const std::string id = c["case"].get<std::string>();
-    const bool out_of_fit = id.rfind("korthikanti2022_", 0) == 0 || id.rfind("mtnlg", 0) == 0;
+    const bool out_of_fit = id.rfind("korthikanti2022_", 0) == 0 || id.rfind("megascale", 0) == 0;
     (out_of_fit ? held : kept) += std::abs(c["error_pct"].get<double>());
     held_cases += out_of_fit ? 1 : 0;
   }
-  REQUIRE(held_cases == 5);
-  CHECK(r["left_out"]["cases"].get<int>() == 5);
-  CHECK(r["left_out"]["kept_cases"].get<int>() == 33);
-  CHECK(r["left_out"]["mape_pct"].get<double>() == Approx(held / 5));
-  CHECK(r["left_out"]["kept_mape_pct"].get<double>() == Approx(kept / 33));
+  REQUIRE(held_cases == 6);
+  CHECK(r["left_out"]["cases"].get<int>() == 6);
+  CHECK(r["left_out"]["kept_cases"].get<int>() == 32);
+  CHECK(r["left_out"]["mape_pct"].get<double>() == Approx(held / 6));
+  CHECK(r["left_out"]["kept_mape_pct"].get<double>() == Approx(kept / 32));
   CHECK_FALSE(r["left_out"]["refitted"].get<bool>());
   auto bad = stepsim::testing::run_stepsim("accuracy --quiet --leave-out no-such-source");
   CHECK(bad.exit_code == 2);
@@ -215,4 +216,30 @@ TEST_CASE("accuracy: leaving out a source drops the framework figures fitted on 
       CHECK(c["error_pct"].get<double>() != Approx(shipped_h100).margin(1.0)); // the device's figures instead
     }
   CHECK(found);
+}
+
+TEST_CASE("accuracy: leaving out one of a framework figure's sources refits it on the other's runs", "[accuracy]")
+{
+  // configs/calibration/A100-SXM4-80GB.deepspeed-megatron.json is fitted on MT-NLG and BLOOM:
+  // holding MT-NLG out refits it on BLOOM alone, and MT-NLG is predicted with that figure.
+  const nlohmann::json shipped = accuracy_report();
+  const nlohmann::json r       = accuracy_report("--leave-out mtnlg");
+  const auto& l                = r["left_out"];
+  REQUIRE(l["refitted"].get<bool>());
+  REQUIRE(l["refits"].size() == 1);
+  CHECK(l["refits"][0]["framework_figure"] == "A100-SXM4-80GB.deepspeed-megatron.json");
+  CHECK(l["refits"][0]["fitted_on_runs"].get<int>() == 1);
+  CHECK(l["refits"][0]["refitted"].get<double>() >= 0.3);
+  CHECK(l["refits"][0]["refitted"].get<double>() <= 0.869); // the device file's figure bounds the search
+  CHECK(l["dropped"].empty());
+  REQUIRE(l["predicted"].size() == 1);
+  CHECK(l["predicted"][0]["case"] == "mtnlg530b_2240gpu");
+  double shipped_mtnlg = 0;
+  for (const auto& c : shipped["cases"])
+    if (c["case"] == "mtnlg530b_2240gpu")
+      shipped_mtnlg = c["error_pct"].get<double>();
+  // Fitted on both, MT-NLG is within 6%; predicted from BLOOM's figure alone, within 8% (issue 16
+  // asks 12% of a left-out source).
+  CHECK(std::abs(shipped_mtnlg) <= 6.0);
+  CHECK(std::abs(l["predicted"][0]["error_pct"].get<double>()) <= 8.0);
 }

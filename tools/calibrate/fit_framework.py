@@ -9,13 +9,21 @@ program searches the pair (gemm_efficiency, attention efficiency of the framewor
 minimises `stepsim accuracy`'s mean absolute percentage error over two thirds of the runs (every
 third run by name is held out) and reports the error on the held-out third as a prediction.
 Everything else (the behaviours of the framework profile, the network, the device's other
-figures) stays as shipped. The device file's own figures are the upper bounds of the search.
+figures) stays as shipped. The device file's own figures are the upper bounds of the search (its
+FlashAttention-2 figure bounds any attention kernel's).
+
+A framework whose runs call no fused attention kernel (--attention-kernel left out: Megatron's
+and DeepSpeed's unfused softmax, which the memory model times) has its GEMM figure fitted alone.
+A framework with fewer than three published runs on the device (two at least) is fitted on all
+of them, and each run's error as a prediction is that of the fit on the others (leave one out).
 
 With --write it writes configs/calibration/DEVICE.FRAMEWORK.json, which a scenario of that
 framework on that device lays over the device's calibration (models/device.cpp, load_device).
 
     python3 tools/calibrate/fit_framework.py --framework llm-foundry --device H100-SXM \\
         --attention-kernel flash-attention-1 --cases configs/validation/llm-foundry --write
+    python3 tools/calibrate/fit_framework.py --framework deepspeed-megatron --device A100-SXM4-80GB \\
+        --cases configs/validation --write
 """
 
 import argparse
@@ -34,7 +42,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--framework", required=True)
     ap.add_argument("--device", required=True)
-    ap.add_argument("--attention-kernel", required=True, help="the framework profile's attention kernel")
+    ap.add_argument("--attention-kernel", help="the framework profile's fused attention kernel, fitted beside the "
+                    "GEMM figure (left out: the GEMM figure alone)")
     ap.add_argument("--cases", required=True, help="a folder of that framework's published runs")
     ap.add_argument("--stepsim", default=os.path.join(ROOT, "build", "release", "stepsim"))
     ap.add_argument("--configs", default=os.path.join(ROOT, "configs"))
@@ -45,8 +54,8 @@ def main():
     with open(os.path.join(a.configs, "devices", a.device + ".json")) as f:
         shipped = json.load(f)["calibration"]
     gemm_upper = shipped["gemm_efficiency"]
-    attention_upper = shipped.get("attention_efficiency_by_kernel", {}).get(a.attention_kernel,
-                                                                            shipped["attention_efficiency"])
+    # The device's common fused attention (FlashAttention-2) bounds every attention kernel's figure.
+    attention_upper = shipped["attention_efficiency"] if a.attention_kernel else None
     runs = []
     for name in sorted(os.listdir(a.cases)):
         if not name.endswith(".json"):
@@ -56,61 +65,85 @@ def main():
         if "validation" in case and case["training"].get("framework") == a.framework and \
                 case["platform"]["node_groups"][0]["gpu"] == a.device:
             runs.append(name)
-    if len(runs) < 3:
-        sys.exit(f"fewer than 3 published {a.framework} runs on {a.device} in {a.cases}")
-    held = [n for i, n in enumerate(runs) if i % 3 == 2]
+    if len(runs) < 2:
+        sys.exit(f"fewer than 2 published {a.framework} runs on {a.device} in {a.cases}: nothing to predict a run from")
+    # Every third run by name is held out; with fewer than three, each is predicted by the others.
+    leave_one_out = len(runs) < 3
+    held = [] if leave_one_out else [n for i, n in enumerate(runs) if i % 3 == 2]
     fitted = [n for n in runs if n not in held]
 
     work = tempfile.mkdtemp(prefix="stepsim-fit-framework-")
     try:
         config_dir = config_copy(a.configs, work)
-        dirs = {}
-        for part, names in (("fit", fitted), ("held", held)):
-            dirs[part] = os.path.join(work, part)
-            os.makedirs(dirs[part])
-            for n in names:
-                shutil.copy(os.path.join(a.cases, n), dirs[part])
         calibration = os.path.join(config_dir, "calibration", f"{a.device}.{a.framework}.json")
 
-        def figures(gemm, attention):
-            return {"device": a.device, "framework": a.framework, "gemm_efficiency": gemm,
-                    "attention_efficiency_by_kernel": {a.attention_kernel: attention}}
+        def folder(part, names):
+            path = os.path.join(work, part)
+            os.makedirs(path)
+            for n in names:
+                shutil.copy(os.path.join(a.cases, n), path)
+            return path
 
-        def report(gemm, attention, part="fit"):
+        def figures(gemm, attention):
+            out = {"device": a.device, "framework": a.framework, "gemm_efficiency": gemm}
+            if a.attention_kernel:
+                out["attention_efficiency_by_kernel"] = {a.attention_kernel: attention}
+            return out
+
+        def report(gemm, attention, cases_dir):
             with open(calibration, "w") as f:
                 json.dump(figures(gemm, attention), f)
-            return accuracy(a.stepsim, config_dir, dirs[part])
+            return accuracy(a.stepsim, config_dir, cases_dir)
 
-        best_gemm = {}
+        def fit(cases_dir):
+            """The (GEMM, attention) pair that minimises the MAPE over the runs in cases_dir."""
+            def gemm_at(attention):
+                return golden(lambda g: report(g, attention, cases_dir)["mape_pct"], 0.3, gemm_upper, a.tolerance)
+            if not a.attention_kernel:
+                return gemm_at(None), None
+            best_gemm = {}
 
-        def mape_at_attention(attention):
-            # For each attention figure, the GEMM figure that fits best; the MAPE at that pair.
-            gemm = golden(lambda g: report(g, attention)["mape_pct"], 0.3, gemm_upper, a.tolerance)
-            best_gemm[attention] = gemm
-            return report(gemm, attention)["mape_pct"]
+            def mape_at_attention(attention):
+                # For each attention figure, the GEMM figure that fits best; the MAPE at that pair.
+                best_gemm[attention] = gemm_at(attention)
+                return report(best_gemm[attention], attention, cases_dir)["mape_pct"]
 
-        attention = golden(mape_at_attention, 0.1, attention_upper, a.tolerance)
-        gemm = best_gemm.get(attention) or golden(lambda g: report(g, attention)["mape_pct"], 0.3, gemm_upper,
-                                                  a.tolerance)
-        fit_report, held_report = report(gemm, attention), report(gemm, attention, "held")
-        print(f"{a.framework} on {a.device}: gemm_efficiency {gemm} (upper bound {gemm_upper}), "
-              f"{a.attention_kernel} {attention} (upper bound {attention_upper})")
+            attention = golden(mape_at_attention, 0.1, attention_upper, a.tolerance)
+            return best_gemm.get(attention) or gemm_at(attention), attention
+
+        fit_dir = folder("fit", fitted)
+        gemm, attention = fit(fit_dir)
+        fit_report = report(gemm, attention, fit_dir)
+        predicted = []  # (case, error as a prediction)
+        if leave_one_out:
+            for n in runs:
+                others = folder("without-" + n[:-5], [m for m in runs if m != n])
+                alone = folder("only-" + n[:-5], [n])
+                g, att = fit(others)
+                predicted += [(c["case"], c["error_pct"]) for c in report(g, att, alone)["cases"]]
+        else:
+            predicted = [(c["case"], c["error_pct"]) for c in report(gemm, attention, folder("held", held))["cases"]]
+        predicted_mape = sum(abs(e) for _, e in predicted) / len(predicted)
+        how = "each predicted by the fit on the others" if leave_one_out else "every third run by name held out"
+        attention_text = f", {a.attention_kernel} {attention} (upper bound {attention_upper})" if a.attention_kernel else ""
+        print(f"{a.framework} on {a.device}: gemm_efficiency {gemm} (upper bound {gemm_upper}){attention_text}")
         print(f"  fitted on {len(fitted)} runs: MAPE {fit_report['mape_pct']:.1f}%; "
-              f"held out {len(held)}: MAPE {held_report['mape_pct']:.1f}%")
-        for c in held_report["cases"]:
-            print(f"  held out  {c['case']:<46} {c['error_pct']:+6.1f}%")
+              f"as predictions ({how}): MAPE {predicted_mape:.1f}% over {len(predicted)}")
+        for case, error in predicted:
+            print(f"  predicted {case:<46} {error:+6.1f}%")
         if a.write:
             out = os.path.join(a.configs, "calibration", f"{a.device}.{a.framework}.json")
             written = figures(gemm, attention)
             written["fitted_on"] = [n[:-5] for n in fitted]
             written["held_out"] = [n[:-5] for n in held]
+            what = (f"the GEMM throughput ({gemm} of the dense peak) and the {a.attention_kernel} speed "
+                    f"({attention} of it)" if a.attention_kernel else f"the GEMM throughput ({gemm} of the dense peak)")
+            bounds = (f"Upper bounds: the device file's {gemm_upper} and {attention_upper}." if a.attention_kernel
+                      else f"Upper bound: the device file's {gemm_upper}.")
             written["source"] = (
                 f"fitted by tools/calibrate/fit_framework.py on {len(fitted)} published {a.framework} runs on "
-                f"{a.device} ({os.path.relpath(a.cases, ROOT)}, every third run by name held out): the GEMM "
-                f"throughput ({gemm} of the dense peak) and the {a.attention_kernel} speed ({attention} of it) "
-                f"those runs sustain; MAPE {fit_report['mape_pct']:.1f}% over the fitted runs, "
-                f"{held_report['mape_pct']:.1f}% over the {len(held)} held out. Upper bounds: the device file's "
-                f"{gemm_upper} and {attention_upper}.")
+                f"{a.device} ({os.path.relpath(a.cases, ROOT)}, {how}): {what} those runs sustain; MAPE "
+                f"{fit_report['mape_pct']:.1f}% over the fitted runs, {predicted_mape:.1f}% as predictions. {bounds}")
             write_calibration(out, written)
     finally:
         shutil.rmtree(work)

@@ -225,6 +225,7 @@ bool from_source(const CaseResult& c, const std::string& source)
 // refitted together. A held-out run no figure was fitted on is predicted as shipped.
 struct Refit {
   std::vector<std::string> devices;
+  std::string framework_file; // a framework figure (calibration/DEVICE.FRAMEWORK.json); empty: a device's
   double shipped = 0, refitted = 0;
   int fitted_on = 0; // runs the refitted figure is fitted on
 };
@@ -234,9 +235,10 @@ struct LeaveOut {
   double held_out_mape = 0, kept_mape = 0;
   int held_out = 0, kept = 0;
   std::vector<Refit> refits;
-  // Framework figures fitted on a held-out source's runs (calibration/DEVICE.FRAMEWORK.json):
-  // each comes from one source's runs, so none is left to refit it on, and its framework's runs
-  // are predicted with the device's figures instead.
+  // Framework figures (calibration/DEVICE.FRAMEWORK.json) fitted on a held-out source's runs
+  // alone (llm-foundry's, on MosaicML's tables): none is left to refit them on, and their
+  // framework's runs are predicted with the device's figures instead. A framework figure fitted
+  // on runs of other sources too is refitted on those (its GEMM figure; the rest as shipped).
   std::vector<std::string> dropped;
   std::vector<CaseResult> predicted; // the held-out cases, with the refitted figures
 };
@@ -290,10 +292,32 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
       continue;
     if (!override_calibration)
       override_calibration.emplace();
-    override_calibration->remove(f.file);
-    l.dropped.push_back(f.file);
+    std::vector<std::string> files;
+    for (const auto& c : kept)
+      if (std::find(f.fitted_on.begin(), f.fitted_on.end(), c.id) != f.fitted_on.end())
+        files.push_back(c.file);
+    if (files.empty() || f.device.empty()) {
+      override_calibration->remove(f.file);
+      l.dropped.push_back(f.file);
+      continue;
+    }
+    auto mape_at = [&](double efficiency) {
+      override_calibration->set_framework(f.file, efficiency);
+      std::vector<CaseResult> fit;
+      for (const auto& file : files)
+        fit.push_back(run_case(file));
+      return mape_of(fit);
+    };
+    // The search fit_framework.py runs for a GEMM figure alone.
+    Refit refit{{f.device}, f.file, f.gemm_efficiency, 0, static_cast<int>(files.size())};
+    refit.refitted = golden_section_minimum(mape_at, 0.3, f.upper_bound, 0.004);
+    override_calibration->set_framework(f.file, refit.refitted);
+    if (!quiet)
+      fmt::print(stderr, "refitted {} gemm_efficiency without the held-out runs: {} (shipped {}) on {} runs\n", f.file,
+                 refit.refitted, refit.shipped, refit.fitted_on);
+    l.refits.push_back(refit);
   }
-  if (!l.dropped.empty()) {
+  if (!l.dropped.empty() || !l.refits.empty()) {
     for (auto& c : l.predicted)
       c = run_case(c.file);
     if (!quiet)
@@ -352,7 +376,7 @@ std::string leave_out_line(const LeaveOut& l)
     for (const auto& d : r.devices)
       devices += (devices.empty() ? "" : "/") + d;
     refits += fmt::format("{}{} gemm_efficiency {} (shipped {}, refitted on {} runs)", refits.empty() ? "" : "; ",
-                          devices, r.refitted, r.shipped, r.fitted_on);
+                          r.framework_file.empty() ? devices : r.framework_file, r.refitted, r.shipped, r.fitted_on);
   }
   std::string how = l.refits.empty() && l.dropped.empty() ? "as shipped (no fitted figure was fitted on them)"
                     : l.refits.empty()                    ? "predicted"
@@ -396,11 +420,15 @@ int accuracy(const AccuracyOptions& o)
       j["left_out"] = {{"sources", l.sources},         {"mape_pct", l.held_out_mape}, {"cases", l.held_out},
                        {"kept_mape_pct", l.kept_mape}, {"kept_cases", l.kept},       {"refitted", !l.refits.empty()},
                        {"dropped", l.dropped}};
-      for (const auto& r : l.refits)
-        j["left_out"]["refits"].push_back({{"devices", r.devices},
-                                           {"shipped", r.shipped},
-                                           {"refitted", r.refitted},
-                                           {"fitted_on_runs", r.fitted_on}});
+      for (const auto& r : l.refits) {
+        nlohmann::json refit = {{"devices", r.devices},
+                                {"shipped", r.shipped},
+                                {"refitted", r.refitted},
+                                {"fitted_on_runs", r.fitted_on}};
+        if (!r.framework_file.empty())
+          refit["framework_figure"] = r.framework_file;
+        j["left_out"]["refits"].push_back(refit);
+      }
       for (const auto& c : l.predicted)
         j["left_out"]["predicted"].push_back({{"case", c.id}, {"predicted", c.predicted}, {"error_pct", c.error_pct}});
     }

@@ -52,6 +52,17 @@ std::vector<FrameworkFigure> framework_figures()
     for (const auto& id : c["fitted_on"])
       if (id.is_string())
         f.fitted_on.push_back(id.get<std::string>());
+    if (c.contains("device") && c["device"].is_string() && c.contains("gemm_efficiency") &&
+        c["gemm_efficiency"].is_number()) {
+      f.device          = c["device"].get<std::string>();
+      f.gemm_efficiency = c["gemm_efficiency"].get<double>();
+      const fs::path device_file = fs::path(config_dir()) / "devices" / (f.device + ".json");
+      if (fs::exists(device_file, ec)) {
+        const nlohmann::json d = read_json_file(device_file.string());
+        if (d.contains("calibration") && d["calibration"].contains("gemm_efficiency"))
+          f.upper_bound = d["calibration"]["gemm_efficiency"].get<double>();
+      }
+    }
     out.push_back(std::move(f));
   }
   std::sort(out.begin(), out.end(), [](const FrameworkFigure& a, const FrameworkFigure& b) { return a.file < b.file; });
@@ -95,6 +106,14 @@ void CalibrationOverride::set(const std::string& device, double gemm_efficiency)
   nlohmann::json c       = read_json_file(shipped.string());
   c["gemm_efficiency"]   = gemm_efficiency;
   std::ofstream out(fs::path(dir_) / "calibration" / (device + ".json"));
+  out << c.dump(2) << "\n";
+}
+
+void CalibrationOverride::set_framework(const std::string& name, double gemm_efficiency)
+{
+  nlohmann::json c     = read_json_file((fs::path(shipped_) / "calibration" / name).string());
+  c["gemm_efficiency"] = gemm_efficiency;
+  std::ofstream out(fs::path(dir_) / "calibration" / name);
   out << c.dump(2) << "\n";
 }
 

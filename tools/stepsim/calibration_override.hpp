@@ -28,6 +28,9 @@ FittedFigure fitted_figure(const std::string& device);
 struct FrameworkFigure {
   std::string file;
   std::vector<std::string> fitted_on;
+  std::string device;
+  double gemm_efficiency = 0;
+  double upper_bound     = 1; // the device file's own figure
 };
 std::vector<FrameworkFigure> framework_figures();
 
@@ -39,6 +42,9 @@ public:
   CalibrationOverride& operator=(const CalibrationOverride&) = delete;
   // From now on, `device` runs at `gemm_efficiency` (its other calibration figures as shipped).
   void set(const std::string& device, double gemm_efficiency);
+  // From now on, the framework figure `name` (calibration/DEVICE.FRAMEWORK.json) has this
+  // gemm_efficiency (its other figures as shipped).
+  void set_framework(const std::string& name, double gemm_efficiency);
   // From now on, the calibration file `name` (in calibration/) is as if never fitted.
   void remove(const std::string& name);
 

@@ -71,26 +71,21 @@ CollectiveAlgorithm scenario_collective_algorithm(const SimulationSpec& s)
 
 void check_collectives(const Workload& w, const SimulationSpec& s, const CollectiveAlgorithm& algorithm)
 {
-  std::set<std::tuple<int, CollectiveOp, double>> seen;
-  for (const auto& program : w.ranks)
-    for (auto v : boost::make_iterator_range(boost::vertices(program.graph))) {
-      const Task& t = program.graph[v];
-      if (t.kind != TaskKind::Collective || !seen.emplace(t.group, t.op, t.bytes).second)
-        continue;
-      const Group& group = w.groups[static_cast<size_t>(t.group)];
-      const GroupShape g = group_shape(group);
-      const auto forced  = s.collective_algorithm_per_op.find(collective_name(t.op));
-      const bool per_op  = forced != s.collective_algorithm_per_op.end();
-      const std::string name = per_op ? forced->second : s.collective_algorithm;
-      try {
-        const auto& a = concrete_algorithm(algorithm, t.op, g, t.bytes);
-        a.steps(t.op, g, t.bytes);
-      } catch (const std::invalid_argument& e) {
-        throw InputError({fmt::format("simulation.collective_algorithm{}: \"{}\" cannot run the {} group of {}: {}",
-                                      per_op ? std::string(".") + collective_name(t.op) : std::string(), name,
-                                      group.name.substr(0, group.name.find('/')), group.ranks.size(), e.what())});
-      }
+  for (const CollectiveKind& t : distinct_collectives(w)) {
+    const Group& group = w.groups[static_cast<size_t>(t.group)];
+    const GroupShape g = group_shape(group);
+    const auto forced  = s.collective_algorithm_per_op.find(collective_name(t.op));
+    const bool per_op  = forced != s.collective_algorithm_per_op.end();
+    const std::string name = per_op ? forced->second : s.collective_algorithm;
+    try {
+      const auto& a = concrete_algorithm(algorithm, t.op, g, t.bytes);
+      a.steps(t.op, g, t.bytes);
+    } catch (const std::invalid_argument& e) {
+      throw InputError({fmt::format("simulation.collective_algorithm{}: \"{}\" cannot run the {} group of {}: {}",
+                                    per_op ? std::string(".") + collective_name(t.op) : std::string(), name,
+                                    group.name.substr(0, group.name.find('/')), group.ranks.size(), e.what())});
     }
+  }
 }
 
 namespace {

@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <stdexcept>
+#include <unordered_set>
 
 namespace stepsim {
 
@@ -85,6 +86,25 @@ std::vector<bool> ranks_in_use(const Workload& w)
         used.at(static_cast<size_t>(program.graph[v].peer)) = true;
   }
   return used;
+}
+
+std::vector<CollectiveKind> distinct_collectives(const Workload& w)
+{
+  struct Hash {
+    size_t operator()(const CollectiveKind& k) const
+    {
+      return std::hash<double>{}(k.bytes) ^ (static_cast<size_t>(k.group) << 8 | static_cast<size_t>(k.op));
+    }
+  };
+  std::unordered_set<CollectiveKind, Hash> seen;
+  std::vector<CollectiveKind> kinds;
+  for (const auto& program : w.ranks)
+    for (auto v : boost::make_iterator_range(boost::vertices(program.graph))) {
+      const Task& t = program.graph[v];
+      if (t.kind == TaskKind::Collective && seen.insert({t.group, t.op, t.bytes}).second)
+        kinds.push_back({t.group, t.op, t.bytes});
+    }
+  return kinds;
 }
 
 // Designated initializers name each field set; the rest keep Task's defaults.

@@ -166,6 +166,18 @@ inline constexpr int kShadowedWorld = 2048;
 // ranks their shadow flows may start from or reach (Group::copies, Workload::transfer_copies).
 std::vector<bool> ranks_in_use(const Workload& w);
 
+// A collective as the cost models see it: which group runs it, what it does and on how many bytes.
+struct CollectiveKind {
+  int group       = -1;
+  CollectiveOp op = CollectiveOp::AllReduce;
+  double bytes    = 0;
+  bool operator==(const CollectiveKind&) const = default;
+};
+// The distinct collectives of the workload's tasks, in the order they first occur (rank by rank,
+// task by task). A rank repeats the same few thousands of times (a layer's collectives, once per
+// micro-batch): the checks and the closed forms that look at each kind once take them from here.
+std::vector<CollectiveKind> distinct_collectives(const Workload& w);
+
 // Builds a graph stream by stream: each added task depends on the previous task of its stream.
 // It goes on from the tasks the program already has, and freezes them all into the program's
 // graph when finished (or destroyed).

@@ -19,18 +19,20 @@ CollectiveTiming::CollectiveTiming(const Workload& w, const std::vector<sg4::Hos
   // Who uses each link: a group (its index) or point-to-point traffic (-1).
   std::set<std::pair<int, CollectiveOp>> used;
   std::map<std::pair<int, CollectiveOp>, std::set<double>> sizes; // an algorithm may depend on the size ("auto")
-  std::set<std::pair<int, int>> pairs;
-  for (const auto& program : w.ranks) {
+  kinds_ = distinct_collectives(w);
+  for (const CollectiveKind& k : kinds_) {
+    used.emplace(k.group, k.op);
+    sizes[{k.group, k.op}].insert(k.bytes);
+  }
+  std::vector<std::pair<int, int>> pairs;
+  for (const auto& program : w.ranks)
     for (auto v : boost::make_iterator_range(boost::vertices(program.graph))) {
       const Task& t = program.graph[v];
-      if (t.kind == TaskKind::Collective) {
-        used.emplace(t.group, t.op);
-        sizes[{t.group, t.op}].insert(t.bytes);
-      }
-      else if (t.kind == TaskKind::Send && t.bytes > 0)
-        pairs.emplace(program.rank, t.peer);
+      if (t.kind == TaskKind::Send && t.bytes > 0 && (pairs.empty() || pairs.back() != std::pair{program.rank, t.peer}))
+        pairs.emplace_back(program.rank, t.peer);
     }
-  }
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
   std::unordered_map<const sg4::Link*, std::set<int>> users;
   std::map<std::pair<int, CollectiveOp>, std::vector<const sg4::Link*>> links;
   std::set<std::pair<int, CollectiveOp>> contended;

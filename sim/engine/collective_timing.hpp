@@ -59,6 +59,8 @@ public:
   }
   // The links of the route between two ranks' GPUs.
   const std::vector<const simgrid::s4u::Link*>& links(int src_rank, int dst_rank) { return path(src_rank, dst_rank).links; }
+  // The workload's distinct collectives (distinct_collectives), found once here.
+  const std::vector<CollectiveKind>& kinds() const { return kinds_; }
   // The group as collective algorithms see it, with the latency and bandwidth of its paths.
   const GroupShape& shape(int group);
   // Latency and bottleneck bandwidth between two members of a group.
@@ -76,6 +78,7 @@ private:
   const Workload& w_;
   const std::vector<simgrid::s4u::Host*>& hosts_;
   const CollectiveAlgorithm& algorithm_;
+  std::vector<CollectiveKind> kinds_;
   std::unordered_map<long long, Path> paths_;
   std::map<int, GroupShape> shapes_;
   std::map<std::pair<int, CollectiveOp>, bool> analytic_;

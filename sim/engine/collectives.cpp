@@ -8,21 +8,16 @@
 
 namespace stepsim::engine {
 
-std::map<std::string, std::string> collective_algorithms(const Workload& w, CollectiveTiming& timing,
+std::map<std::string, std::string> collective_algorithms(CollectiveTiming& timing,
                                                          const CollectiveAlgorithm& algorithm)
 {
   std::map<std::string, std::string> algorithms;
-  std::set<std::tuple<int, CollectiveOp, double>> seen;
   std::map<std::string, std::set<std::string>> used;
-  for (const auto& program : w.ranks)
-    for (auto v : boost::make_iterator_range(boost::vertices(program.graph))) {
-      const Task& t = program.graph[v];
-      if (t.kind != TaskKind::Collective || !seen.emplace(t.group, t.op, t.bytes).second)
-        continue;
-      const GroupShape& g = timing.shape(t.group);
-      if (g.n > 1)
-        used[collective_name(t.op)].insert(concrete_algorithm(algorithm, t.op, g, t.bytes).name);
-    }
+  for (const CollectiveKind& t : timing.kinds()) {
+    const GroupShape& g = timing.shape(t.group);
+    if (g.n > 1)
+      used[collective_name(t.op)].insert(concrete_algorithm(algorithm, t.op, g, t.bytes).name);
+  }
   for (const auto& [op, names] : used) {
     std::string joined;
     for (const auto& name : names)

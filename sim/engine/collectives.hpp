@@ -28,7 +28,7 @@ namespace stepsim::engine {
 
 // Which algorithm runs each collective type ("auto" and per-type choices pick per group and
 // size), for the report: the names in order, joined by "+" when a type used several.
-std::map<std::string, std::string> collective_algorithms(const Workload& w, CollectiveTiming& timing,
+std::map<std::string, std::string> collective_algorithms(CollectiveTiming& timing,
                                                          const CollectiveAlgorithm& algorithm);
 
 class Collectives {

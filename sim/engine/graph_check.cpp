@@ -179,6 +179,7 @@ std::vector<std::string> find_graph_problems(const Workload& w, GraphChecks chec
   // References and cycles inside each rank.
   for (const auto& program : w.ranks) {
     const auto& g = program.graph;
+    std::vector<char> member_of(w.groups.size(), 0); // groups found to hold the rank (a rank posts thousands)
     for (TaskId v = 0; v < boost::num_vertices(g); ++v) {
       const Task& t = g[v];
       auto bad      = [&](const std::string& why) {
@@ -191,11 +192,13 @@ std::vector<std::string> find_graph_problems(const Workload& w, GraphChecks chec
       if (t.kind == TaskKind::Collective) {
         if (t.group < 0 || static_cast<size_t>(t.group) >= w.groups.size()) {
           bad(fmt::format("refers to group {}, but there are {}", t.group, w.groups.size()));
-        } else {
+        } else if (!member_of[static_cast<size_t>(t.group)]) {
           const auto& ranks = w.groups[static_cast<size_t>(t.group)].ranks;
           if (std::find(ranks.begin(), ranks.end(), program.rank) == ranks.end())
             bad(fmt::format("rank {} is not a member of group \"{}\"", program.rank,
                             w.groups[static_cast<size_t>(t.group)].name));
+          else
+            member_of[static_cast<size_t>(t.group)] = 1;
         }
       }
       if (!std::isfinite(t.bytes) || t.bytes < 0)

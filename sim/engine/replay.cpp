@@ -52,7 +52,7 @@ public:
   ReplayResult run()
   {
     ReplayResult result;
-    result.collective_algorithms = collective_algorithms(w_, timing_, algorithm_);
+    result.collective_algorithms = collective_algorithms(timing_, algorithm_);
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) {
       if (auto done = activities_.completed(a))
         on_completion(*done);

@@ -1,5 +1,7 @@
 #include "sim/core/task_graph.hpp"
 
+#include <fmt/format.h>
+
 #include <exception>
 #include <stdexcept>
 #include <unordered_set>
@@ -107,36 +109,68 @@ std::vector<CollectiveKind> distinct_collectives(const Workload& w)
   return kinds;
 }
 
-// Designated initializers name each field set; the rest keep Task's defaults.
+namespace {
+int checked_chunk(int chunk)
+{
+  if (chunk < 0 || chunk >= kMaxTaskChunks)
+    throw std::length_error(fmt::format("model chunk {} is outside the {} a task can name", chunk, kMaxTaskChunks));
+  return chunk;
+}
+} // namespace
+
+// Each factory sets the fields its kind uses; the rest keep Task's defaults. (Assigned, not
+// brace-initialised: an int into the 17-bit chunk would be a narrowing conversion.)
 Task compute_task(int work, Pass pass, int micro_batch, int chunk, Stream stream)
 {
-  return {.kind = TaskKind::Compute, .stream = stream, .pass = pass, .micro_batch = micro_batch, .chunk = chunk,
-          .work = work};
+  Task t;
+  t.kind        = TaskKind::Compute;
+  t.stream      = stream;
+  t.pass        = pass;
+  t.micro_batch = micro_batch;
+  t.chunk       = checked_chunk(chunk);
+  t.work        = work;
+  return t;
 }
 
 Task collective_task(Stream stream, CollectiveOp op, int group, double bytes, Pass pass, int micro_batch, int chunk)
 {
-  return {.kind        = TaskKind::Collective,
-          .stream      = stream,
-          .pass        = pass,
-          .micro_batch = micro_batch,
-          .chunk       = chunk,
-          .bytes       = bytes,
-          .group       = group,
-          .op          = op};
+  Task t;
+  t.kind        = TaskKind::Collective;
+  t.stream      = stream;
+  t.pass        = pass;
+  t.micro_batch = micro_batch;
+  t.chunk       = checked_chunk(chunk);
+  t.bytes       = bytes;
+  t.group       = group;
+  t.op          = op;
+  return t;
 }
 
 Task point_to_point_task(TaskKind kind, Stream stream, int peer, int tag, double bytes, Pass pass, int micro_batch,
                          int chunk)
 {
-  return {.kind = kind, .stream = stream, .pass = pass, .micro_batch = micro_batch, .chunk = chunk, .bytes = bytes,
-          .peer = peer, .tag = tag};
+  Task t;
+  t.kind        = kind;
+  t.stream      = stream;
+  t.pass        = pass;
+  t.micro_batch = micro_batch;
+  t.chunk       = checked_chunk(chunk);
+  t.bytes       = bytes;
+  t.peer        = peer;
+  t.tag         = tag;
+  return t;
 }
 
 Task host_copy_task(Stream stream, double bytes, Pass pass, int micro_batch, int chunk)
 {
-  return {.kind = TaskKind::HostCopy, .stream = stream, .pass = pass, .micro_batch = micro_batch, .chunk = chunk,
-          .bytes = bytes};
+  Task t;
+  t.kind        = TaskKind::HostCopy;
+  t.stream      = stream;
+  t.pass        = pass;
+  t.micro_batch = micro_batch;
+  t.chunk       = checked_chunk(chunk);
+  t.bytes       = bytes;
+  return t;
 }
 
 ProgramBuilder::ProgramBuilder(RankProgram& program) : program_(program)

@@ -54,19 +54,25 @@ const char* pass_name(Pass p);
 enum class CollectiveOp : uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce };
 const char* collective_name(CollectiveOp op);
 
+// 32 bytes: a full-fidelity replay holds millions (the default scenario 15 million), so the chunk
+// and the enumerations share one word (in this order: a one-byte enumeration's bits may not
+// cross a byte).
 struct Task {
-  TaskKind kind   = TaskKind::Compute;
-  Stream stream   = Stream::Compute;
-  Pass pass       = Pass::Other;
-  int micro_batch = -1;
-  int chunk       = 0;  // model chunk (virtual stage) on this rank
-  int work        = -1; // Compute: index into Workload::works
-  double bytes    = 0;  // Send/Recv: payload; Collective: each rank's buffer (the whole tensor)
-  int peer        = -1; // Send/Recv: global rank on the other side
-  int tag         = 0;  // Send/Recv: same on both sides
-  int group       = -1; // Collective: index into Workload::groups
-  CollectiveOp op = CollectiveOp::AllReduce;
+  int chunk : 17      = 0; // model chunk (virtual stage) on this rank, below kMaxTaskChunks
+  TaskKind kind : 3   = TaskKind::Compute;
+  Pass pass : 3       = Pass::Other;
+  Stream stream : 4   = Stream::Compute;
+  CollectiveOp op : 3 = CollectiveOp::AllReduce;
+  int micro_batch     = -1;
+  int work            = -1; // Compute: index into Workload::works
+  int peer            = -1; // Send/Recv: global rank on the other side
+  int tag             = 0;  // Send/Recv: same on both sides
+  int group           = -1; // Collective: index into Workload::groups
+  double bytes        = 0;  // Send/Recv: payload; Collective: each rank's buffer (the whole tensor)
 };
+static_assert(sizeof(Task) == 32);
+// The chunks a task can name: parallelism.virtual_stages is at most kMaxLayers (65,536).
+inline constexpr int kMaxTaskChunks = 1 << 16;
 
 // Each kind of task a lowering creates, filled in one place. micro_batch and chunk say which
 // pipeline pass a task belongs to (-1 and 0 outside any).

@@ -179,7 +179,9 @@ void Compute::began(const TaskRef& t)
 
 void Compute::ended(const TaskRef& t)
 {
-  if (interfering_[t.rank_index].empty() || !interfering_[t.rank_index][t.task])
+  // Every task ends here: the count of the rank's collectives in flight (one int per rank)
+  // answers for most of them without touching the per-task flags (a cache miss each).
+  if (collectives_in_flight_[t.rank_index] == 0 || !interfering_[t.rank_index][t.task])
     return;
   interfering_[t.rank_index][t.task] = 0;
   if (--collectives_in_flight_[t.rank_index] == 0)

@@ -58,7 +58,6 @@ void Collectives::post(const TaskRef& t)
     if (g.ranks[m] == me) {
       inst.members[m].task     = t;
       inst.members[m].posted_s = now();
-      inst.members[m].lanes.assign(static_cast<size_t>(inst.lanes), Lane{});
     }
   if (++inst.posted < inst.simulated)
     return; // a collective starts when every simulated member has posted it
@@ -98,6 +97,11 @@ void Collectives::start_steps(int id)
   Instance& inst = instances_[static_cast<size_t>(id)];
   if (inst.simulated == 1 && coalesce(id))
     return;
+  // The lanes only now: a collective timed by its closed form or coalesced never needs them
+  // (allocated for every collective, they kept a full-fidelity replay in malloc and free).
+  for (auto& member : inst.members)
+    if (member.task.rank_index >= 0)
+      member.lanes.assign(static_cast<size_t>(inst.lanes), Lane{});
   for (size_t m = 0; m < inst.members.size(); ++m)
     if (inst.members[m].task.rank_index >= 0)
       for (int lane = 0; lane < inst.lanes; ++lane)

@@ -41,7 +41,18 @@ double Compute::timed_seconds(const TaskRef& t)
 void Compute::start_chain(const TaskRef& t, double first_seconds)
 {
   const auto& g = w_.ranks[t.rank_index].graph;
-  Chain chain{t.rank_index, t.task, t.task, now(), {first_seconds}, false, 0, {}};
+  // Built in a free slot, whose vectors keep their capacity from the chains before it (a
+  // full-fidelity replay runs millions of chains, most of one task: an allocation each).
+  const int id = allocate_chain();
+  Chain& chain = chains_[static_cast<size_t>(id)];
+  chain.rank_index = t.rank_index;
+  chain.first = chain.last = t.task;
+  chain.start              = now();
+  chain.seconds.assign(1, first_seconds);
+  chain.exposed = false;
+  chain.slot    = 0;
+  chain.rates.clear();
+  chain.launched_s = 0;
   // Grow while the next task waits for the chain's tail and otherwise only for tasks of the
   // chain: it would start exactly when the tail ends (tasks of a rank are numbered in program
   // order, and every edge goes forward).
@@ -80,7 +91,6 @@ void Compute::start_chain(const TaskRef& t, double first_seconds)
       parts_.accounting.carried_by_collective(task.group, task.op, task.bytes, member, at, at + chain.seconds[v - chain.first]);
     }
   }
-  int id = allocate_chain(std::move(chain));
   if (total <= 0) {
     chain_done(id);
     return;
@@ -101,22 +111,22 @@ void Compute::start_chain(const TaskRef& t, double first_seconds)
   exposed_chains_[static_cast<size_t>(t.rank_index)].push_back(id);
 }
 
-int Compute::allocate_chain(Chain&& chain)
+int Compute::allocate_chain()
 {
   if (free_chains_.empty()) {
-    chains_.push_back(std::move(chain));
+    chains_.emplace_back();
     return static_cast<int>(chains_.size() - 1);
   }
   int id = free_chains_.back();
   free_chains_.pop_back();
-  chains_[static_cast<size_t>(id)] = std::move(chain);
   return id;
 }
 
 void Compute::chain_done(int id)
 {
-  Chain chain = std::move(chains_[static_cast<size_t>(id)]);
-  free_chains_.push_back(id);
+  // Finishing its tasks starts no chain (ready tasks wait in the scheduler's queue), so the slot
+  // stays where it is until it is freed at the end.
+  const Chain& chain = chains_[static_cast<size_t>(id)];
   if (chain.exposed) {
     auto& running = exposed_chains_[static_cast<size_t>(chain.rank_index)];
     running.erase(std::find(running.begin(), running.end(), id));
@@ -141,6 +151,7 @@ void Compute::chain_done(int id)
     parts_.scheduler.finish({chain.rank_index, v}, t, std::max(t, std::min(end, now())));
     t = std::max(t, std::min(end, now()));
   }
+  free_chains_.push_back(id);
 }
 
 // --- stragglers and jitter --------------------------------------------------------------------

@@ -60,7 +60,7 @@ private:
 
   // Stragglers' slowdown and jitter of a compute task.
   double compute_factor(const TaskRef& t) const;
-  int allocate_chain(Chain&& chain);
+  int allocate_chain(); // a free slot (its vectors cleared by the caller)
   double compute_rate(int rank_index) const;
   void restart_exposed_chains(int rank_index);
 

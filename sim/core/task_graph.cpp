@@ -216,7 +216,11 @@ void ProgramBuilder::finish()
   edges_       = {};
   previous_in_ = {};
   last_in_     = {};
-  program_.graph = TaskGraph(boost::edges_are_sorted, sorted.begin(), sorted.end(), n);
+  // With the edge count given, the graph reserves its edges exactly (grown by doubling, they
+  // took up to twice their size).
+  // (The graph property argument picks this constructor over the one with edge properties.)
+  program_.graph = TaskGraph(boost::edges_are_sorted, sorted.begin(), sorted.end(), static_cast<uint32_t>(n),
+                             static_cast<uint32_t>(sorted.size()), boost::no_property());
   for (TaskId v = 0; v < n; ++v)
     program_.graph[v] = tasks_[v];
   tasks_ = {};

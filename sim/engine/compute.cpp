@@ -14,6 +14,7 @@ Compute::Compute(const Workload& w, const ReplayOptions& options, const Parts& p
 {
   collectives_in_flight_.assign(w_.ranks.size(), 0);
   interfering_.resize(w_.ranks.size());
+  interferes_.assign(w_.ranks.size(), 0);
   exposed_chains_.resize(w_.ranks.size());
   for (size_t i = 0; i < w_.ranks.size(); ++i) {
     const double f = w_.ranks[i].comm_compute_interference;
@@ -22,7 +23,7 @@ Compute::Compute(const Workload& w, const ReplayOptions& options, const Parts& p
     if (f >= 1)
       throw std::runtime_error(fmt::format("rank {}: a compute/communication interference of {} leaves compute no speed",
                                            w_.ranks[i].rank, f));
-    interfering_[i].assign(boost::num_vertices(w_.ranks[i].graph), 0);
+    interferes_[i] = 1;
   }
 }
 
@@ -180,21 +181,24 @@ void Compute::began(const TaskRef& t)
   const Task& task = parts_.scheduler.task_of(t);
   // Tensor-parallel collectives run in order with the rank's compute (Megatron waits for them),
   // so they never share the SMs with a kernel of the same rank.
-  if (interfering_[t.rank_index].empty() || task.kind != TaskKind::Collective || !is_communication(task.stream) ||
+  if (!interferes_[t.rank_index] || task.kind != TaskKind::Collective || !is_communication(task.stream) ||
       task.stream == Stream::Tensor)
     return;
-  interfering_[t.rank_index][t.task] = 1;
+  interfering_[t.rank_index].push_back(t.task);
   if (collectives_in_flight_[t.rank_index]++ == 0)
     restart_exposed_chains(t.rank_index);
 }
 
 void Compute::ended(const TaskRef& t)
 {
-  // Every task ends here: the count of the rank's collectives in flight (one int per rank)
-  // answers for most of them without touching the per-task flags (a cache miss each).
-  if (collectives_in_flight_[t.rank_index] == 0 || !interfering_[t.rank_index][t.task])
+  // Every task ends here: the count of the rank's collectives in flight answers for most.
+  if (collectives_in_flight_[t.rank_index] == 0)
     return;
-  interfering_[t.rank_index][t.task] = 0;
+  auto& in_flight = interfering_[t.rank_index];
+  const auto it   = std::find(in_flight.begin(), in_flight.end(), t.task);
+  if (it == in_flight.end())
+    return;
+  in_flight.erase(it);
   if (--collectives_in_flight_[t.rank_index] == 0)
     restart_exposed_chains(t.rank_index);
 }

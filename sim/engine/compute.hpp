@@ -69,8 +69,10 @@ private:
   Parts parts_;
   std::vector<Chain> chains_;
   std::vector<int> free_chains_;
-  std::vector<int> collectives_in_flight_;       // on communication streams, per simulated rank
-  std::vector<std::vector<char>> interfering_;   // per task: counted in collectives_in_flight_; empty without interference
+  std::vector<int> collectives_in_flight_; // on communication streams, per simulated rank
+  // Per simulated rank: its collectives counted in collectives_in_flight_ (a handful at a time).
+  std::vector<std::vector<TaskId>> interfering_;
+  std::vector<char> interferes_; // per simulated rank: its device has an interference factor
   std::vector<std::vector<int>> exposed_chains_; // per simulated rank: its running compute chains, with interference
 };
 

@@ -27,6 +27,9 @@ Scheduler::Scheduler(const Workload& w) : w_(w)
     for (TaskId u = 0; u < n; ++u)
       for (auto [e, end] = boost::out_edges(u, p.graph); e != end; ++e) {
         TaskState& s = state[boost::target(*e, p.graph)];
+        if (s.waiting_for == kMaxWaiting)
+          throw std::runtime_error(fmt::format("rank {}: task {} waits for more than {} others, more than the replay counts",
+                                               p.rank, boost::target(*e, p.graph), kMaxWaiting));
         ++s.waiting_for;
         s.earliest           = std::min<uint32_t>(s.earliest, static_cast<uint32_t>(u));
         s.waits_for_previous = s.waits_for_previous || u + 1 == boost::target(*e, p.graph) ? 1 : 0;

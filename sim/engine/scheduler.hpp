@@ -67,14 +67,17 @@ private:
   // each instead of one per array): predecessors not yet finished, the earliest predecessor and
   // whether the task just before it is one (from the graph's out-edges), and whether a chain
   // holds it.
-  // Eight bytes a task (a full-fidelity replay holds millions): task numbers fit in 30 bits.
+  // Six bytes a task (a full-fidelity replay holds millions): task numbers fit in 30 bits, and a
+  // task waits for fewer than 65,536 others of its rank (the constructor checks both).
   static constexpr uint32_t kNoEarliest = (1u << 30) - 1;
-  struct TaskState {
-    int32_t waiting_for         = 0;
+  static constexpr uint32_t kMaxWaiting = UINT16_MAX;
+  struct __attribute__((packed)) TaskState {
+    uint16_t waiting_for        = 0;
     uint32_t earliest           : 30 = kNoEarliest;
     uint32_t waits_for_previous : 1  = 0;
     uint32_t claimed            : 1  = 0;
   };
+  static_assert(sizeof(TaskState) == 6);
   std::vector<std::vector<TaskState>> state_;
   std::deque<TaskRef> ready_;
   long long remaining_ = 0;

@@ -110,66 +110,53 @@ std::vector<CollectiveKind> distinct_collectives(const Workload& w)
 }
 
 namespace {
-int checked_chunk(int chunk)
+// What every task says: its kind, its stream and the pipeline pass it belongs to. (Assigned, not
+// brace-initialised: an int into the 17-bit chunk would be a narrowing conversion.)
+Task task_of_pass(TaskKind kind, Stream stream, Pass pass, int micro_batch, int chunk)
 {
   if (chunk < 0 || chunk >= kMaxTaskChunks)
     throw std::length_error(fmt::format("model chunk {} is outside the {} a task can name", chunk, kMaxTaskChunks));
-  return chunk;
-}
-} // namespace
-
-// Each factory sets the fields its kind uses; the rest keep Task's defaults. (Assigned, not
-// brace-initialised: an int into the 17-bit chunk would be a narrowing conversion.)
-Task compute_task(int work, Pass pass, int micro_batch, int chunk, Stream stream)
-{
   Task t;
-  t.kind        = TaskKind::Compute;
+  t.kind        = kind;
   t.stream      = stream;
   t.pass        = pass;
   t.micro_batch = micro_batch;
-  t.chunk       = checked_chunk(chunk);
-  t.work        = work;
+  t.chunk       = chunk;
+  return t;
+}
+} // namespace
+
+// Each factory sets the fields its kind uses; the rest keep Task's defaults.
+Task compute_task(int work, Pass pass, int micro_batch, int chunk, Stream stream)
+{
+  Task t = task_of_pass(TaskKind::Compute, stream, pass, micro_batch, chunk);
+  t.work = work;
   return t;
 }
 
 Task collective_task(Stream stream, CollectiveOp op, int group, double bytes, Pass pass, int micro_batch, int chunk)
 {
-  Task t;
-  t.kind        = TaskKind::Collective;
-  t.stream      = stream;
-  t.pass        = pass;
-  t.micro_batch = micro_batch;
-  t.chunk       = checked_chunk(chunk);
-  t.bytes       = bytes;
-  t.group       = group;
-  t.op          = op;
+  Task t  = task_of_pass(TaskKind::Collective, stream, pass, micro_batch, chunk);
+  t.bytes = bytes;
+  t.group = group;
+  t.op    = op;
   return t;
 }
 
 Task point_to_point_task(TaskKind kind, Stream stream, int peer, int tag, double bytes, Pass pass, int micro_batch,
                          int chunk)
 {
-  Task t;
-  t.kind        = kind;
-  t.stream      = stream;
-  t.pass        = pass;
-  t.micro_batch = micro_batch;
-  t.chunk       = checked_chunk(chunk);
-  t.bytes       = bytes;
-  t.peer        = peer;
-  t.tag         = tag;
+  Task t  = task_of_pass(kind, stream, pass, micro_batch, chunk);
+  t.bytes = bytes;
+  t.peer  = peer;
+  t.tag   = tag;
   return t;
 }
 
 Task host_copy_task(Stream stream, double bytes, Pass pass, int micro_batch, int chunk)
 {
-  Task t;
-  t.kind        = TaskKind::HostCopy;
-  t.stream      = stream;
-  t.pass        = pass;
-  t.micro_batch = micro_batch;
-  t.chunk       = checked_chunk(chunk);
-  t.bytes       = bytes;
+  Task t  = task_of_pass(TaskKind::HostCopy, stream, pass, micro_batch, chunk);
+  t.bytes = bytes;
   return t;
 }
 

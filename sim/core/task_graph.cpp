@@ -110,18 +110,14 @@ std::vector<CollectiveKind> distinct_collectives(const Workload& w)
 }
 
 namespace {
-// What every task says: its kind, its stream and the pipeline pass it belongs to. (Assigned, not
-// brace-initialised: an int into the 17-bit chunk would be a narrowing conversion.)
+// What every task says: its kind, its stream and the pipeline pass it belongs to. (The chunk is
+// assigned after: an int brace-initialising the 17-bit field would be a narrowing conversion.)
 Task task_of_pass(TaskKind kind, Stream stream, Pass pass, int micro_batch, int chunk)
 {
   if (chunk < 0 || chunk >= kMaxTaskChunks)
     throw std::length_error(fmt::format("model chunk {} is outside the {} a task can name", chunk, kMaxTaskChunks));
-  Task t;
-  t.kind        = kind;
-  t.stream      = stream;
-  t.pass        = pass;
-  t.micro_batch = micro_batch;
-  t.chunk       = chunk;
+  Task t{.kind = kind, .pass = pass, .stream = stream, .micro_batch = micro_batch};
+  t.chunk = chunk;
   return t;
 }
 } // namespace

@@ -175,6 +175,36 @@ TEST_CASE("where the peers take nothing from the representatives there are no sh
   CHECK(to_json(r).contains("shadows") == false);
 }
 
+TEST_CASE("a lone member's collectives whose own hops carry no other flow are timed by their closed form",
+          "[fidelity][contention]")
+{
+  // Tensor 4 x pipeline 2 x data 8 on 8-GPU nodes: each node holds two tensor groups, and a
+  // data-parallel ring runs from GPU 0 to GPU 4 over the NVSwitch ports the tensor rings use.
+  // The simulated rank stands for its data-parallel group on the group's slowest hop, a NIC, so
+  // no flow of the reduced replay crosses the tensor rings' ports: their collectives take their
+  // closed form, one delay each instead of a launch, a transfer and a latency tail.
+  nlohmann::json doc = nlohmann::json::parse(
+      testing::read_text_file(std::string(STEPSIM_SOURCE_DIR) + "/configs/scenarios/gpt-7b-64.json"));
+  doc["training"]["global_batch_size"] = 64;
+  const Scenario s = scenario_from_json(doc);
+  const Workload w = lower(s);
+  long long tensor_collectives = 0;
+  for (const auto& program : w.ranks)
+    for (auto v : boost::make_iterator_range(boost::vertices(program.graph))) {
+      const Task& t = program.graph[v];
+      tensor_collectives += t.kind == TaskKind::Collective && t.stream == Stream::Tensor ? 1 : 0;
+    }
+  REQUIRE(tensor_collectives > 500);
+  const Report reduced = simulate_isolated(s);
+  doc["simulation"]["fidelity"] = "full";
+  const Report full = simulate_isolated(scenario_from_json(doc));
+  CAPTURE(reduced.activities, tensor_collectives, reduced.step_time_s, full.step_time_s);
+  CHECK(reduced.fidelity == "reduced");
+  CHECK(reduced.activities < 2 * tensor_collectives);
+  CHECK(reduced.step_time_s == Approx(full.step_time_s).epsilon(0.002));
+  CHECK(reduced.exposed_comm_s == Approx(full.exposed_comm_s).epsilon(0.01));
+}
+
 TEST_CASE("the report names the shared links and the shadow transfers", "[fidelity][contention]")
 {
   const Report r = simulate_isolated(scenario_from_json(wifi(4)));

@@ -16,14 +16,9 @@ CollectiveTiming::CollectiveTiming(const Workload& w, const std::vector<sg4::Hos
                                    const CollectiveAlgorithm& algorithm, bool all_analytic, double base_latency_s)
     : w_(w), hosts_(hosts), algorithm_(algorithm), base_latency_s_(base_latency_s), all_analytic_(all_analytic)
 {
-  // Who uses each link: a group (its index) or point-to-point traffic (-1).
-  std::set<std::pair<int, CollectiveOp>> used;
-  std::map<std::pair<int, CollectiveOp>, std::set<double>> sizes; // an algorithm may depend on the size ("auto")
   kinds_ = distinct_collectives(w);
-  for (const CollectiveKind& k : kinds_) {
-    used.emplace(k.group, k.op);
-    sizes[{k.group, k.op}].insert(k.bytes);
-  }
+  for (const CollectiveKind& k : kinds_)
+    sizes_[{k.group, k.op}].insert(k.bytes);
   std::vector<std::pair<int, int>> pairs;
   for (const auto& program : w.ranks)
     for (auto v : boost::make_iterator_range(boost::vertices(program.graph))) {
@@ -33,30 +28,82 @@ CollectiveTiming::CollectiveTiming(const Workload& w, const std::vector<sg4::Hos
     }
   std::sort(pairs.begin(), pairs.end());
   pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-  std::unordered_map<const sg4::Link*, std::set<int>> users;
-  std::map<std::pair<int, CollectiveOp>, std::vector<const sg4::Link*>> links;
-  std::set<std::pair<int, CollectiveOp>> contended;
-  for (const auto& key : used) {
-    std::set<const sg4::Link*> all;
-    for (double bytes : sizes[key]) {
-      std::vector<const sg4::Link*> of_size;
-      if (!links_of(key.first, key.second, bytes, of_size))
-        contended.insert(key);
-      all.insert(of_size.begin(), of_size.end());
-    }
-    links[key].assign(all.begin(), all.end());
-    for (const auto* link : links[key])
-      users[link].insert(key.first);
-  }
   for (const auto& [src, dst] : pairs)
     for (const auto* link : path(src, dst).links)
-      users[link].insert(-1);
-  for (const auto& key : used) {
-    bool alone = !contended.count(key);
-    for (const auto* link : links[key])
-      alone = alone && users[link].size() == 1;
-    analytic_[key] = alone || all_analytic;
+      point_to_point_links_.push_back(link);
+  for (const auto& [key, sizes] : sizes_) {
+    std::set<const sg4::Link*> all;
+    for (double bytes : sizes) {
+      std::vector<const sg4::Link*> of_size;
+      if (!links_of(key.first, key.second, bytes, of_size))
+        shared_in_step_.insert(key);
+      all.insert(of_size.begin(), of_size.end());
+    }
+    links_[key].assign(all.begin(), all.end());
   }
+  find_analytic(links_);
+  in_chain_ = analytic_;
+}
+
+void CollectiveTiming::find_analytic(const std::map<Key, std::vector<const sg4::Link*>>& links)
+{
+  // Who uses each link: a group (its index) or point-to-point traffic (-1).
+  std::unordered_map<const sg4::Link*, std::set<int>> users;
+  for (const auto& [key, of_key] : links)
+    for (const auto* link : of_key)
+      users[link].insert(key.first);
+  for (const auto* link : point_to_point_links_)
+    users[link].insert(-1);
+  for (const auto& [key, of_key] : links) {
+    bool alone = !shared_in_step_.count(key);
+    for (const auto* link : of_key)
+      alone = alone && users[link].size() == 1;
+    analytic_[key] = alone || all_analytic_;
+  }
+}
+
+void CollectiveTiming::lone_members(const std::vector<int>& lone_member)
+{
+  if (all_analytic_)
+    return;
+  std::map<Key, std::vector<const sg4::Link*>> links;
+  for (const auto& [key, sizes] : sizes_) {
+    const int group = key.first;
+    const int m     = lone_member[static_cast<size_t>(group)];
+    const auto& ranks = w_.groups[static_cast<size_t>(group)].ranks;
+    if (m < 0 || ranks.size() < 2) {
+      links[key] = links_[key];
+      continue;
+    }
+    std::set<const sg4::Link*> hops;
+    const auto add = [&](const Hop& h) {
+      for (const auto* link : path(h.src, h.dst).links)
+        hops.insert(link);
+    };
+    for (double bytes : sizes) {
+      if (const auto& lanes = ring_lanes(group, key.second, bytes, m)) {
+        for (const RingLane& lane : *lanes)
+          add(lane.slowest);
+        continue;
+      }
+      // Step by step (collectives.cpp, advance): each send on the slowest hop of its step.
+      const GroupShape& g = shape(group);
+      const auto& a       = concrete_algorithm(algorithm_, key.second, g, bytes);
+      const int steps     = a.steps(key.second, g, bytes);
+      for (int lane = 0; lane < lanes_of(a, key.second, g, bytes); ++lane)
+        for (int k = 0; k < steps; ++k) {
+          const CollectiveStep step = a.step(key.second, g, bytes, lane, m, k);
+          if (step.sends == 0 || step.bytes <= 0)
+            continue;
+          for (int q = 0; q < step.sends; ++q)
+            add(step_bottleneck(group, key.second, bytes, lane, k,
+                                Hop{ranks[static_cast<size_t>(m)], ranks[static_cast<size_t>(step.send_to[static_cast<size_t>(q)])]},
+                                step.bytes));
+        }
+    }
+    links[key].assign(hops.begin(), hops.end());
+  }
+  find_analytic(links);
 }
 
 bool CollectiveTiming::analytic(int group, CollectiveOp op) const
@@ -65,13 +112,20 @@ bool CollectiveTiming::analytic(int group, CollectiveOp op) const
   return it != analytic_.end() && it->second;
 }
 
+bool CollectiveTiming::analytic_in_chain(int group, CollectiveOp op) const
+{
+  auto it = in_chain_.find({group, op});
+  return it != in_chain_.end() && it->second;
+}
+
 void CollectiveTiming::contended(int group)
 {
   if (all_analytic_)
     return;
-  for (auto& [key, analytic] : analytic_)
-    if (key.first == group)
-      analytic = false;
+  for (auto* flags : {&analytic_, &in_chain_})
+    for (auto& [key, analytic] : *flags)
+      if (key.first == group)
+        analytic = false;
 }
 
 const CollectiveTiming::Path& CollectiveTiming::path(int src_rank, int dst_rank)
@@ -166,6 +220,85 @@ double CollectiveTiming::launch_latency(int group, CollectiveOp op, double bytes
   const GroupShape& g = shape(group);
   const auto& a       = concrete_algorithm(algorithm_, op, g, bytes);
   return it->second = a.protocol >= 0 ? launch_seconds(a, op, g, bytes) : base_latency(group);
+}
+
+
+const std::optional<std::vector<CollectiveTiming::RingLane>>&
+CollectiveTiming::ring_lanes(int group, CollectiveOp op, double bytes, int member)
+{
+  auto [it, fresh] = ring_lanes_.try_emplace({group, op, bytes, member});
+  if (!fresh)
+    return it->second;
+  const auto& ranks   = w_.groups[static_cast<size_t>(group)].ranks;
+  const GroupShape& g = shape(group);
+  const auto& a       = concrete_algorithm(algorithm_, op, g, bytes);
+  const int steps     = ranks.size() > 1 ? a.steps(op, g, bytes) : 0;
+  const int lanes     = lanes_of(a, op, g, bytes);
+  std::vector<RingLane> found;
+  for (int lane = 0; lane < lanes; ++lane) {
+    RingLane l;
+    for (int k = 0; k < steps; ++k) {
+      const CollectiveStep step = a.step(op, g, bytes, lane, member, k);
+      if (step.sends != 1 || (l.peer >= 0 && step.send_to[0] != l.peer))
+        return it->second; // none
+      l.peer = step.send_to[0];
+      l.bytes += step.bytes;
+    }
+    if (l.peer < 0 || l.bytes <= 0)
+      return it->second;
+    found.push_back(l);
+  }
+  if (found.empty())
+    return it->second;
+  // A group over two nodes whose own hop stays inside the node still waits for the NIC hop.
+  const int src = ranks[static_cast<size_t>(member)];
+  for (size_t lane = 0; lane < found.size(); ++lane) {
+    const double lane_bytes = found[lane].bytes;
+    const auto cost         = [&](const Hop& h) {
+      return transfer_seconds(h.src, h.dst, lane_bytes) + (steps - 1) * latency(h.src, h.dst);
+    };
+    Hop slowest{src, ranks[static_cast<size_t>(found[lane].peer)]};
+    double worst = cost(slowest);
+    for (int other = 0; other < static_cast<int>(ranks.size()); ++other) {
+      const CollectiveStep step = a.step(op, g, bytes, static_cast<int>(lane), other, 0);
+      if (other == member || step.sends != 1)
+        continue;
+      const Hop hop{ranks[static_cast<size_t>(other)], ranks[static_cast<size_t>(step.send_to[0])]};
+      if (const double c = cost(hop); c > worst) {
+        worst   = c;
+        slowest = hop;
+      }
+    }
+    found[lane].slowest = slowest;
+  }
+  it->second = std::move(found);
+  return it->second;
+}
+
+CollectiveTiming::Hop CollectiveTiming::step_bottleneck(int group, CollectiveOp op, double bytes, int lane, int k, Hop own,
+                                                        double step_bytes)
+{
+  const auto key = std::make_tuple(group, static_cast<int>(op), bytes, lane, k, own.src, own.dst);
+  auto [it, fresh] = bottlenecks_.try_emplace(key, own);
+  if (!fresh)
+    return it->second;
+  const auto& ranks   = w_.groups[static_cast<size_t>(group)].ranks;
+  const GroupShape& g = shape(group);
+  const auto& a       = concrete_algorithm(algorithm_, op, g, bytes);
+  double worst        = transfer_seconds(own.src, own.dst, step_bytes);
+  for (int other = 0; other < static_cast<int>(ranks.size()); ++other) {
+    const CollectiveStep step = a.step(op, g, bytes, lane, other, k);
+    if (step.bytes <= 0)
+      continue;
+    for (int q = 0; q < step.sends; ++q) {
+      const Hop hop{ranks[static_cast<size_t>(other)], ranks[static_cast<size_t>(step.send_to[static_cast<size_t>(q)])]};
+      if (const double c = transfer_seconds(hop.src, hop.dst, step.bytes); c > worst) {
+        worst      = c;
+        it->second = hop;
+      }
+    }
+  }
+  return it->second;
 }
 
 } // namespace stepsim

@@ -14,6 +14,8 @@
 #include "sim/core/task_graph.hpp"
 
 #include <map>
+#include <optional>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -34,9 +36,22 @@ public:
 
   // True when collectives `op` of group `group` may be timed by seconds().
   bool analytic(int group, CollectiveOp op) const;
+  // True when they may also be timed inside a chain of the rank's compute (sim/engine/compute.hpp),
+  // slowed with it by interference: those whose links no other flow of the workload can cross
+  // (not those that only the lone member's hops make analytic, lone_members: they stay apart
+  // from compute, as their flows would).
+  bool analytic_in_chain(int group, CollectiveOp op) const;
   // The group's collectives share links with shadow flows (sim/engine/shadows.hpp): they are
   // replayed as flows, not by their closed form (unless every collective is, all_analytic).
   void contended(int group);
+  // Where one simulated member stands for its group (`lone_member[group]`: its position in the
+  // group, or -1), its collectives' flows run only on the hops that member's lanes or steps are
+  // timed on (ring_lanes, step_bottleneck), not on every member's: the links the other members'
+  // hops cross carry none of its flows. Redoes the test of the constructor with those hops as the
+  // group's links; a collective whose links then carry no other flow of the replay is timed by
+  // its closed form, as its flows alone on those links would take. Only for a replay without
+  // shadows (whose peers' flows do cross the other hops).
+  void lone_members(const std::vector<int>& lone_member);
   // The closed-form duration of one collective on idle paths (uncontended_seconds).
   double seconds(int group, CollectiveOp op, double bytes);
   // NCCL's base latency for a collective of this group; none on a group whose paths have zero
@@ -66,6 +81,24 @@ public:
   // Latency and bottleneck bandwidth between two members of a group.
   PathCost member_path(int group, int member_a, int member_b);
 
+  // A transfer between two ranks' GPUs (global ranks).
+  struct Hop {
+    int src = -1, dst = -1;
+  };
+  // A lone member's lane of a ring: every step sends to one peer, so the lane moves as one
+  // transfer of all its steps' bytes (collectives.hpp, coalescing), timed on the group's slowest
+  // hop of the lane (each member sends as much at the same time, and each step forwards what
+  // the step before delivered). Ties keep the member's own hop.
+  struct RingLane {
+    int peer = -1; // the member's own successor (position in the group)
+    double bytes = 0;
+    Hop slowest;
+  };
+  // The lanes of member `member` when its collective is a ring on every lane, or none.
+  const std::optional<std::vector<RingLane>>& ring_lanes(int group, CollectiveOp op, double bytes, int member);
+  // The hop a lone member's send of step k on a lane is timed on: the slowest of the step's sends
+  // over every member; ties keep its own.
+  Hop step_bottleneck(int group, CollectiveOp op, double bytes, int lane, int k, Hop own, double step_bytes);
 private:
   struct Path {
     double latency_s = 0, bandwidth_Bps = 0;
@@ -75,13 +108,24 @@ private:
   // Links the collective's flows use, or false when two flows of one step share a link.
   bool links_of(int group, CollectiveOp op, double bytes, std::vector<const simgrid::s4u::Link*>& links);
 
+  using Key = std::pair<int, CollectiveOp>;
+  // Marks analytic the collectives whose links (`links`) carry no other group's flows and no
+  // point-to-point transfer's.
+  void find_analytic(const std::map<Key, std::vector<const simgrid::s4u::Link*>>& links);
+
   const Workload& w_;
   const std::vector<simgrid::s4u::Host*>& hosts_;
   const CollectiveAlgorithm& algorithm_;
   std::vector<CollectiveKind> kinds_;
+  std::map<Key, std::set<double>> sizes_;    // an algorithm may depend on the size ("auto")
+  std::map<Key, std::vector<const simgrid::s4u::Link*>> links_; // every member's hops
+  std::set<Key> shared_in_step_;             // two flows of one step share a link
+  std::vector<const simgrid::s4u::Link*> point_to_point_links_;
+  std::map<std::tuple<int, CollectiveOp, double, int>, std::optional<std::vector<RingLane>>> ring_lanes_;
+  std::map<std::tuple<int, int, double, int, int, int, int>, Hop> bottlenecks_;
   std::unordered_map<long long, Path> paths_;
   std::map<int, GroupShape> shapes_;
-  std::map<std::pair<int, CollectiveOp>, bool> analytic_;
+  std::map<std::pair<int, CollectiveOp>, bool> analytic_, in_chain_;
   std::map<std::tuple<int, CollectiveOp, double>, double> seconds_, launch_;
   double base_latency_s_ = 0;
   bool all_analytic_     = false;

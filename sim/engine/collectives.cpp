@@ -187,7 +187,7 @@ void Collectives::advance(int id, int m, int lane_index)
     for (int q = 0; q < lane.current.sends; ++q) {
       Hop hop{g.ranks[static_cast<size_t>(m)], g.ranks[static_cast<size_t>(lane.current.send_to[static_cast<size_t>(q)])]};
       if (inst.simulated == 1 && !shadows)
-        hop = step_bottleneck(inst, lane_index, k, hop, lane.current.bytes);
+        hop = parts_.timing.step_bottleneck(inst.group, inst.op, inst.bytes, lane_index, k, hop, lane.current.bytes);
       parts_.activities.transfer(hop.src, hop.dst, lane.current.bytes, CollectiveSend{id, m, lane_index, q});
     }
     if (shadows)

@@ -20,7 +20,6 @@
 
 #include <map>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -80,13 +79,10 @@ private:
     double tail_s = 0;      // latency still to wait after a coalesced transfer
     std::vector<Member> members; // by position in the group
   };
-  struct Hop {
-    int src = -1, dst = -1; // global ranks
-  };
+  using Hop = CollectiveTiming::Hop;
 
   // A lone simulated member (lone_member.cpp).
   bool coalesce(int id);
-  Hop step_bottleneck(const Instance& inst, int lane, int k, Hop own, double bytes);
   // The peers' sends of step k on a lane beside a simulated member's own (shadows.hpp): its
   // images' in the group's copies and, for the first simulated member, those of the members
   // that are not simulated and of their images. The member's next step waits for those it
@@ -121,7 +117,6 @@ private:
   std::vector<Instance> instances_;
   std::vector<int> free_instances_;
   std::unordered_map<long long, int> instance_ids_;
-  std::map<std::tuple<int, int, double, int, int, int, int>, Hop> bottlenecks_; // step_bottleneck's
   long long shadow_flows_ = 0;
 };
 

@@ -34,7 +34,7 @@ double Compute::timed_seconds(const TaskRef& t)
   if (task.kind == TaskKind::Compute)
     return std::max(0.0, w_.works[static_cast<size_t>(task.work)].seconds) * compute_factor(t);
   if (task.kind == TaskKind::Collective && parts_.simulated.in_group[static_cast<size_t>(task.group)] == 1 &&
-      parts_.timing.analytic(task.group, task.op))
+      parts_.timing.analytic_in_chain(task.group, task.op))
     return parts_.timing.seconds(task.group, task.op, task.bytes);
   return -1;
 }

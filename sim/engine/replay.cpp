@@ -45,6 +45,23 @@ public:
         point_to_point_(w, options.analytic_network, parts_), collectives_(w, algorithm, parts_)
   {
     scheduler_.watch(compute_);
+    // Without shadows, a group's lone simulated member's flows cross only the hops it is timed
+    // on (collective_timing.hpp, lone_members).
+    if (shadows_.shadowed_groups() == 0 && shadows_.shadowed_transfers() == 0) {
+      std::vector<int> lone(w.groups.size(), -1);
+      bool any = false;
+      for (size_t g = 0; g < w.groups.size(); ++g) {
+        if (simulated_.in_group[g] != 1)
+          continue;
+        const auto& ranks = w.groups[g].ranks;
+        for (size_t m = 0; m < ranks.size(); ++m)
+          if (simulated_.simulated(ranks[m]))
+            lone[g] = static_cast<int>(m);
+        any = any || ranks.size() > 1;
+      }
+      if (any)
+        timing_.lone_members(lone);
+    }
   }
 
   const std::string& symmetry_broken() const { return shadows_.symmetry_broken(); }

@@ -43,6 +43,18 @@ CollectiveTiming::CollectiveTiming(const Workload& w, const std::vector<sg4::Hos
   }
   find_analytic(links_);
   in_chain_ = analytic_;
+  index_flags();
+}
+
+void CollectiveTiming::index_flags()
+{
+  static_assert(static_cast<int>(CollectiveOp::Reduce) + 1 == kOps, "one flag per operation");
+  analytic_at_.assign(w_.groups.size() * kOps, 0);
+  in_chain_at_.assign(w_.groups.size() * kOps, 0);
+  for (const auto& [key, on] : analytic_)
+    analytic_at_[static_cast<size_t>(key.first) * kOps + static_cast<size_t>(key.second)] = on ? 1 : 0;
+  for (const auto& [key, on] : in_chain_)
+    in_chain_at_[static_cast<size_t>(key.first) * kOps + static_cast<size_t>(key.second)] = on ? 1 : 0;
 }
 
 void CollectiveTiming::find_analytic(const std::map<Key, std::vector<const sg4::Link*>>& links)
@@ -104,18 +116,19 @@ void CollectiveTiming::lone_members(const std::vector<int>& lone_member)
     links[key].assign(hops.begin(), hops.end());
   }
   find_analytic(links);
+  index_flags();
 }
 
 bool CollectiveTiming::analytic(int group, CollectiveOp op) const
 {
-  auto it = analytic_.find({group, op});
-  return it != analytic_.end() && it->second;
+  const size_t at = static_cast<size_t>(group) * kOps + static_cast<size_t>(op);
+  return group >= 0 && at < analytic_at_.size() && analytic_at_[at] != 0;
 }
 
 bool CollectiveTiming::analytic_in_chain(int group, CollectiveOp op) const
 {
-  auto it = in_chain_.find({group, op});
-  return it != in_chain_.end() && it->second;
+  const size_t at = static_cast<size_t>(group) * kOps + static_cast<size_t>(op);
+  return group >= 0 && at < in_chain_at_.size() && in_chain_at_[at] != 0;
 }
 
 void CollectiveTiming::contended(int group)
@@ -126,6 +139,7 @@ void CollectiveTiming::contended(int group)
     for (auto& [key, analytic] : *flags)
       if (key.first == group)
         analytic = false;
+  index_flags();
 }
 
 const CollectiveTiming::Path& CollectiveTiming::path(int src_rank, int dst_rank)
@@ -152,6 +166,19 @@ const GroupShape& CollectiveTiming::shape(int group)
   if (fresh)
     it->second = group_shape(w_.groups[static_cast<size_t>(group)],
                              [&](int a, int b) { return member_path(group, a, b); });
+  return it->second;
+}
+
+const CollectiveTiming::Plan& CollectiveTiming::plan(int group, CollectiveOp op, double bytes)
+{
+  auto [it, fresh] = plans_.try_emplace({group, op, bytes});
+  if (fresh) {
+    Plan& p     = it->second;
+    p.shape     = &shape(group);
+    p.algorithm = &concrete_algorithm(algorithm_, op, *p.shape, bytes);
+    p.steps     = w_.groups[static_cast<size_t>(group)].ranks.size() > 1 ? p.algorithm->steps(op, *p.shape, bytes) : 0;
+    p.lanes     = lanes_of(*p.algorithm, op, *p.shape, bytes);
+  }
   return it->second;
 }
 

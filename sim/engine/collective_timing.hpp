@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -78,6 +79,15 @@ public:
   const std::vector<CollectiveKind>& kinds() const { return kinds_; }
   // The group as collective algorithms see it, with the latency and bandwidth of its paths.
   const GroupShape& shape(int group);
+  // How a collective of this group and size runs: the concrete algorithm ("auto" and the
+  // per-type choices pick per group and size), its steps and its lanes. Found once per group,
+  // operation and size (a replay posts the same few hundred thousands of times).
+  struct Plan {
+    const CollectiveAlgorithm* algorithm = nullptr;
+    const GroupShape* shape              = nullptr;
+    int steps = 0, lanes = 1;
+  };
+  const Plan& plan(int group, CollectiveOp op, double bytes);
   // Latency and bottleneck bandwidth between two members of a group.
   PathCost member_path(int group, int member_a, int member_b);
 
@@ -122,11 +132,28 @@ private:
   std::set<Key> shared_in_step_;             // two flows of one step share a link
   std::vector<const simgrid::s4u::Link*> point_to_point_links_;
   std::map<std::tuple<int, CollectiveOp, double, int>, std::optional<std::vector<RingLane>>> ring_lanes_;
+  std::map<std::tuple<int, CollectiveOp, double>, Plan> plans_;
   std::map<std::tuple<int, int, double, int, int, int, int>, Hop> bottlenecks_;
   std::unordered_map<long long, Path> paths_;
   std::map<int, GroupShape> shapes_;
   std::map<std::pair<int, CollectiveOp>, bool> analytic_, in_chain_;
-  std::map<std::tuple<int, CollectiveOp, double>, double> seconds_, launch_;
+  // The two flags by group and operation, for the lookups of a replay (index_flags()).
+  static constexpr int kOps = 6;
+  std::vector<char> analytic_at_, in_chain_at_;
+  void index_flags();
+  struct SizeKey {
+    int group;
+    CollectiveOp op;
+    double bytes;
+    bool operator==(const SizeKey&) const = default;
+  };
+  struct SizeKeyHash {
+    size_t operator()(const SizeKey& k) const
+    {
+      return std::hash<double>()(k.bytes) * 31 + static_cast<size_t>(k.group) * kOps + static_cast<size_t>(k.op);
+    }
+  };
+  std::unordered_map<SizeKey, double, SizeKeyHash> seconds_, launch_;
   double base_latency_s_ = 0;
   bool all_analytic_     = false;
 };

@@ -43,10 +43,11 @@ void Collectives::post(const TaskRef& t)
     inst.group     = task.group;
     inst.op        = task.op;
     inst.bytes     = task.bytes;
-    inst.shape     = &parts_.timing.shape(task.group);
-    inst.algorithm = &concrete_algorithm(algorithm_, task.op, *inst.shape, task.bytes);
-    inst.steps     = g.ranks.size() > 1 ? inst.algorithm->steps(task.op, *inst.shape, task.bytes) : 0;
-    inst.lanes     = lanes_of(*inst.algorithm, task.op, *inst.shape, task.bytes);
+    const auto& plan = parts_.timing.plan(task.group, task.op, task.bytes);
+    inst.shape       = plan.shape;
+    inst.algorithm   = plan.algorithm;
+    inst.steps       = plan.steps;
+    inst.lanes       = plan.lanes;
     inst.members.assign(g.ranks.size(), Member{});
     for (int r : g.ranks)
       inst.simulated += parts_.simulated.simulated(r) ? 1 : 0;

@@ -237,6 +237,12 @@ void ProgramBuilder::depends(TaskId later, TaskId earlier)
 {
   if (earlier == kNone || later == kNone)
     return;
+  // The edge just added, again: a task added after the last of its stream (add) that is told to
+  // wait for that same task. One edge stands for both (the successor still readies at the same
+  // point of the earlier task's list), and the replay then finds the task's only successor
+  // beside it (sim/engine/scheduler.hpp, next_only) instead of in two edges.
+  if (!edges_.empty() && edges_.back() == std::pair{earlier, later})
+    return;
   if (edges_.size() >= UINT32_MAX - 1)
     throw std::length_error("a rank's task graph holds more edges than the builder numbers");
   edges_.emplace_back(earlier, later);

@@ -34,6 +34,10 @@ Scheduler::Scheduler(const Workload& w) : w_(w)
         s.earliest           = std::min<uint32_t>(s.earliest, static_cast<uint32_t>(u));
         s.waits_for_previous = s.waits_for_previous || u + 1 == boost::target(*e, p.graph) ? 1 : 0;
       }
+    for (TaskId u = 0; u < n; ++u) {
+      const auto [e, end] = boost::out_edges(u, p.graph);
+      state[u].next_only  = end - e == 1 && boost::target(*e, p.graph) == u + 1 ? 1 : 0;
+    }
     for (TaskId v = 0; v < n; ++v)
       if (state[v].waiting_for == 0)
         ready_.push_back({static_cast<int>(i), v});
@@ -61,10 +65,10 @@ void Scheduler::finish(const TaskRef& t, double start, double end)
   --remaining_;
   watcher_->ended(t);
   const auto& g = w_.ranks[t.rank_index].graph;
-  for (auto [e, last] = boost::out_edges(t.task, g); e != last; ++e) {
-    TaskId next = boost::target(*e, g);
+  auto& state   = state_[t.rank_index];
+  const auto release = [&](TaskId next) {
     // A claimed task belongs to a running chain, which finishes it itself.
-    TaskState& s = state_[t.rank_index][next];
+    TaskState& s = state[next];
     if (--s.waiting_for == 0 && !s.claimed) {
       // The replay reads the task when it takes it from the queue; ranks take turns, so it is
       // no longer in the cache by then unless fetched now (a full-fidelity replay spent a tenth
@@ -72,7 +76,13 @@ void Scheduler::finish(const TaskRef& t, double start, double end)
       __builtin_prefetch(&g[next]);
       ready_.push_back({t.rank_index, next});
     }
+  };
+  if (state[t.task].next_only) {
+    release(t.task + 1);
+    return;
   }
+  for (auto [e, last] = boost::out_edges(t.task, g); e != last; ++e)
+    release(boost::target(*e, g));
 }
 
 std::optional<TaskRef> Scheduler::next_ready()

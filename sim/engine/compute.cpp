@@ -70,6 +70,10 @@ void Compute::start_chain(const TaskRef& t, double first_seconds)
   for (TaskId v = chain.first; v <= chain.last; ++v) {
     if (v > chain.first && reach <= v)
       last = v;
+    if (parts_.scheduler.next_only(t.rank_index, v)) {
+      reach = std::max(reach, v + 1);
+      continue;
+    }
     for (auto [e, end] = boost::out_edges(v, g); e != end; ++e)
       reach = std::max(reach, boost::target(*e, g));
   }

@@ -52,6 +52,10 @@ public:
     return s.waits_for_previous && s.earliest >= first;
   }
 
+  // True when the task just after `v` is its only successor (then the graph's out-edges need
+  // not be read: scheduler.hpp TaskState).
+  bool next_only(int rank_index, TaskId v) const { return state_[static_cast<size_t>(rank_index)][v].next_only; }
+
   // The next ready task, first come first served.
   std::optional<TaskRef> next_ready();
 

@@ -108,9 +108,11 @@ int tree_chunks(const GroupShape& g, double lane_bytes)
 {
   if (!(lane_bytes > 0))
     return 1;
-  int chain = 1;
-  for (const auto& members : g.node_members)
-    chain = std::max(chain, static_cast<int>(members.size()));
+  // (Asked for every member's every step: the longest chain is per_node when nodes are alike.)
+  int chain = std::max(1, g.per_node);
+  if (g.per_node == 0)
+    for (const auto& members : g.node_members)
+      chain = std::max(chain, static_cast<int>(members.size()));
   int height = 0;
   while ((1 << height) < g.nodes())
     ++height;

@@ -31,10 +31,11 @@ void Collectives::post(const TaskRef& t)
 {
   const Task& task = parts_.scheduler.task_of(t);
   const Group& g   = w_.groups[static_cast<size_t>(task.group)];
-  auto& seqs = collective_seq_[t.rank_index];
-  if (seqs.empty())
-    seqs.assign(w_.groups.size(), 0);
-  int seq          = seqs[static_cast<size_t>(task.group)]++;
+  const int me      = w_.ranks[t.rank_index].rank;
+  size_t mine       = 0;
+  while (g.ranks[mine] != me)
+    ++mine;
+  int seq          = seq_[seq_offset_[static_cast<size_t>(task.group)] + mine]++;
   long long key    = static_cast<long long>(task.group) * (1LL << 32) + seq;
   auto [it, fresh] = instance_ids_.try_emplace(key, 0);
   if (fresh) {
@@ -49,12 +50,10 @@ void Collectives::post(const TaskRef& t)
     inst.steps       = plan.steps;
     inst.lanes       = plan.lanes;
     inst.members.assign(g.ranks.size(), Member{});
-    for (int r : g.ranks)
-      inst.simulated += parts_.simulated.simulated(r) ? 1 : 0;
+    inst.simulated = parts_.simulated.in_group[static_cast<size_t>(task.group)];
   }
   int id         = it->second;
   Instance& inst = instances_[static_cast<size_t>(id)];
-  const int me   = w_.ranks[t.rank_index].rank;
   for (size_t m = 0; m < g.ranks.size(); ++m)
     if (g.ranks[m] == me) {
       inst.members[m].task     = t;

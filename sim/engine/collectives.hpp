@@ -33,8 +33,11 @@ std::map<std::string, std::string> collective_algorithms(CollectiveTiming& timin
 class Collectives {
 public:
   Collectives(const Workload& w, const CollectiveAlgorithm& algorithm, const Parts& parts)
-      : w_(w), algorithm_(algorithm), parts_(parts), collective_seq_(w.ranks.size())
+      : w_(w), algorithm_(algorithm), parts_(parts), seq_offset_(w.groups.size() + 1, 0)
   {
+    for (size_t g = 0; g < w.groups.size(); ++g)
+      seq_offset_[g + 1] = seq_offset_[g] + w.groups[g].ranks.size();
+    seq_.assign(seq_offset_.back(), 0);
   }
 
   // A member's collective task is ready; the collective starts when every simulated member has
@@ -113,7 +116,11 @@ private:
   const Workload& w_;
   const CollectiveAlgorithm& algorithm_;
   Parts parts_;
-  std::vector<std::vector<int>> collective_seq_; // per simulated rank and group: collectives it has posted
+  // Per group and member, the collectives of the group the member has posted (a member's count at
+  // seq_offset_[group] + its position): a group's members post one after the other, so their
+  // counters share a cache line.
+  std::vector<size_t> seq_offset_;
+  std::vector<int> seq_;
   std::vector<Instance> instances_;
   std::vector<int> free_instances_;
   std::unordered_map<long long, int> instance_ids_;

@@ -92,26 +92,22 @@ void CollectiveTiming::lone_members(const std::vector<int>& lone_member)
       for (const auto* link : path(h.src, h.dst).links)
         hops.insert(link);
     };
+    // A ring's lanes, each one transfer on its slowest hop: alone on those links they take the
+    // ring's closed form. (A collective run step by step, a tree, keeps every member's hops: its
+    // closed form follows each member's chunks, which its lone member's steps do not.)
+    bool rings = true;
     for (double bytes : sizes) {
-      if (const auto& lanes = ring_lanes(group, key.second, bytes, m)) {
-        for (const RingLane& lane : *lanes)
-          add(lane.slowest);
-        continue;
+      const auto& lanes = ring_lanes(group, key.second, bytes, m);
+      if (!lanes) {
+        rings = false;
+        break;
       }
-      // Step by step (collectives.cpp, advance): each send on the slowest hop of its step.
-      const GroupShape& g = shape(group);
-      const auto& a       = concrete_algorithm(algorithm_, key.second, g, bytes);
-      const int steps     = a.steps(key.second, g, bytes);
-      for (int lane = 0; lane < lanes_of(a, key.second, g, bytes); ++lane)
-        for (int k = 0; k < steps; ++k) {
-          const CollectiveStep step = a.step(key.second, g, bytes, lane, m, k);
-          if (step.sends == 0 || step.bytes <= 0)
-            continue;
-          for (int q = 0; q < step.sends; ++q)
-            add(step_bottleneck(group, key.second, bytes, lane, k,
-                                Hop{ranks[static_cast<size_t>(m)], ranks[static_cast<size_t>(step.send_to[static_cast<size_t>(q)])]},
-                                step.bytes));
-        }
+      for (const RingLane& lane : *lanes)
+        add(lane.slowest);
+    }
+    if (!rings) {
+      links[key] = links_[key];
+      continue;
     }
     links[key].assign(hops.begin(), hops.end());
   }

@@ -46,11 +46,11 @@ public:
   // replayed as flows, not by their closed form (unless every collective is, all_analytic).
   void contended(int group);
   // Where one simulated member stands for its group (`lone_member[group]`: its position in the
-  // group, or -1), its collectives' flows run only on the hops that member's lanes or steps are
-  // timed on (ring_lanes, step_bottleneck), not on every member's: the links the other members'
+  // group, or -1) and its collective is a ring, the collective's flows run only on the hops that
+  // member's lanes are timed on (ring_lanes), not on every member's: the links the other members'
   // hops cross carry none of its flows. Redoes the test of the constructor with those hops as the
-  // group's links; a collective whose links then carry no other flow of the replay is timed by
-  // its closed form, as its flows alone on those links would take. Only for a replay without
+  // group's links; a ring whose links then carry no other flow of the replay is timed by its
+  // closed form, which is what its lanes alone on those links take. Only for a replay without
   // shadows (whose peers' flows do cross the other hops).
   void lone_members(const std::vector<int>& lone_member);
   // The closed-form duration of one collective on idle paths (uncontended_seconds).

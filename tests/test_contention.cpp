@@ -75,6 +75,19 @@ nlohmann::json fat_tree(int oversubscription)
   return doc;
 }
 
+// Tensor 4 x pipeline 2 x data 8 on eight 8-GPU nodes, 32 NICs a leaf at 2:1: stage 0 fills the
+// first leaf and stage 1 the second, so the 32 pipeline sends of a stage share one uplink that
+// carries half of them at full speed. Each rank's data-parallel ring leaves by the NIC its
+// pipeline send takes: with every flow counted at once, that ring already halves the send's
+// share and hides the uplink (the check takes each collective and transfer on its own too).
+nlohmann::json pipeline_across_uplink()
+{
+  nlohmann::json doc = dense(4, 2, 8, 4, 8);
+  doc["platform"]    = {{"node_groups", {nodes(8, 8, 8)}},
+                        {"network", {{"topology", "fat_tree"}, {"leaf_radix", 32}, {"oversubscription", 2}}}};
+  return doc;
+}
+
 nlohmann::json moe_across_nodes()
 {
   nlohmann::json doc = dense(2, 1, 8, 2, 4);
@@ -120,7 +133,7 @@ enum class Expect { Shadows, Full, Either };
 } // namespace
 
 TEST_CASE("reduced fidelity within 2% of full where peers share links: Wi-Fi, chiplet meshes, oversubscribed "
-          "fabrics, expert groups across nodes, rails, a dragonfly, a shared NIC",
+          "fabrics, pipeline sends across an uplink, expert groups across nodes, rails, a dragonfly, a shared NIC",
           "[fidelity][contention]")
 {
   auto [name, doc, expect] = GENERATE(table<std::string, nlohmann::json, Expect>({
@@ -132,6 +145,7 @@ TEST_CASE("reduced fidelity within 2% of full where peers share links: Wi-Fi, ch
       {"chiplet 1x16 all-to-all", chiplet(1, 16), Expect::Full},
       {"fat-tree 2:1, tensor 8 x data 4", fat_tree(2), Expect::Shadows},
       {"fat-tree 4:1, tensor 8 x data 4", fat_tree(4), Expect::Shadows},
+      {"fat-tree 2:1, a stage's pipeline sends across one uplink", pipeline_across_uplink(), Expect::Shadows},
       {"expert groups across nodes", moe_across_nodes(), Expect::Either},
       {"rail-optimized, spine 4:1", rail_optimized(), Expect::Shadows},
       {"dragonfly", dragonfly(), Expect::Full},

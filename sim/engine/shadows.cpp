@@ -218,6 +218,8 @@ Shadows::Shadows(const Workload& w, CollectiveTiming& timing, const CollectiveAl
 
   FlowSet s;
   std::map<int, std::vector<int>> group_flows; // the peers' flows of each group
+  // The simulated ranks' own flows of each group ({group, -1}) and of each transfer ({src, dst}).
+  std::map<std::pair<int, int>, std::vector<int>> simulated_flows;
   for (const auto& [group, ops] : collectives) {
     const Group& g      = w.groups[static_cast<size_t>(group)];
     const GroupShape& shape = timing.shape(group);
@@ -242,10 +244,12 @@ Shadows::Shadows(const Workload& w, CollectiveTiming& timing, const CollectiveAl
     auto& peers = group_flows[group];
     for (const auto& [m, q] : pairs) {
       const int own = s.flow(timing, g.ranks[static_cast<size_t>(m)], g.ranks[static_cast<size_t>(q)]);
-      if (simulated.simulated(g.ranks[static_cast<size_t>(m)]))
+      if (simulated.simulated(g.ranks[static_cast<size_t>(m)])) {
         s.flows[static_cast<size_t>(own)].simulated = true;
-      else
+        simulated_flows[{group, -1}].push_back(own);
+      } else {
         peers.push_back(own);
+      }
       for (const auto& copy : g.copies)
         peers.push_back(s.flow(timing, copy[static_cast<size_t>(m)], copy[static_cast<size_t>(q)]));
     }
@@ -254,7 +258,9 @@ Shadows::Shadows(const Workload& w, CollectiveTiming& timing, const CollectiveAl
   for (const auto& [key, copies] : w.transfer_copies) {
     if (key.second < 0) // host copies are not checked yet
       continue;
-    s.flows[static_cast<size_t>(s.flow(timing, key.first, key.second))].simulated = true;
+    const int own = s.flow(timing, key.first, key.second);
+    s.flows[static_cast<size_t>(own)].simulated = true;
+    simulated_flows[key].push_back(own);
     auto& peers = transfer_flows[key];
     for (const auto& [src, dst] : copies)
       peers.push_back(s.flow(timing, src, dst));
@@ -267,10 +273,37 @@ Shadows::Shadows(const Workload& w, CollectiveTiming& timing, const CollectiveAl
   const std::vector<double> with  = max_min_rates(s, every, bottleneck_with);
   const std::vector<double> without = max_min_rates(s, alone, bottleneck_alone);
   std::vector<char> short_changed(s.capacity.size(), 0);
+  const auto mark = [&](const std::vector<double>& with_peers, const std::vector<double>& without_peers,
+                        const std::vector<int>& bottleneck, const std::vector<int>& of) {
+    for (int fi : of) {
+      const auto f = static_cast<size_t>(fi);
+      if (with_peers[f] < kShortChanged * without_peers[f] && bottleneck[f] >= 0)
+        if (!short_changed[static_cast<size_t>(bottleneck[f])]++)
+          ++short_changed_links_;
+    }
+  };
+  std::vector<int> all_simulated;
   for (size_t f = 0; f < s.flows.size(); ++f)
-    if (s.flows[f].simulated && with[f] < kShortChanged * without[f] && bottleneck_with[f] >= 0)
-      if (!short_changed[static_cast<size_t>(bottleneck_with[f])]++)
-        ++short_changed_links_;
+    if (s.flows[f].simulated)
+      all_simulated.push_back(static_cast<int>(f));
+  mark(with, without, bottleneck_with, all_simulated);
+  // Each collective group and each transfer also on its own, with its peers' flows and without:
+  // taken all at once, a simulated rank's other flows (its data-parallel ring on the NIC its
+  // pipeline send takes) may already hold a flow to the share its peers would leave it, and hide
+  // a link its peers do saturate whenever it runs apart from the rest (the pipeline sends of a
+  // stage crossing an oversubscribed uplink together).
+  for (const auto& [key, own] : simulated_flows) {
+    const auto& peers = key.second < 0 ? group_flows[key.first] : transfer_flows[key];
+    std::vector<char> with_class(s.flows.size(), 0), own_class(s.flows.size(), 0);
+    for (int f : own)
+      with_class[static_cast<size_t>(f)] = own_class[static_cast<size_t>(f)] = 1;
+    for (int f : peers)
+      with_class[static_cast<size_t>(f)] = 1;
+    std::vector<int> bottleneck_class, unused;
+    const std::vector<double> rates_with    = max_min_rates(s, with_class, bottleneck_class);
+    const std::vector<double> rates_without = max_min_rates(s, own_class, unused);
+    mark(rates_with, rates_without, bottleneck_class, own);
+  }
   if (short_changed_links_ == 0)
     return;
   const auto crosses = [&](const std::vector<int>& flows) {

@@ -5,18 +5,20 @@
 // peers, which run the same program at the same time. Leaving their transfers out is exact only
 // where they cross no link on which they would take bandwidth from the simulated flows: on Wi-Fi
 // air, an oversubscribed leaf uplink, a chiplet mesh link or a NIC shared by two GPUs they do.
-// Shadows checks that on the built platform's routes, once before the replay: it takes every
-// flow of the step at once (the simulated ranks' and their peers': each collective's member
-// pairs over all its groups' copies, each transfer and its images, Workload::transfer_copies)
-// and shares the links max-min fairly (the progressive filling of Bertsekas & Gallager, Data
-// Networks, §6.5.2), once with every flow and once with the simulated ranks' alone. A simulated
-// flow that gets less bandwidth with its peers' flows than without them has been short-changed by
-// the links it saturated there; every collective group and transfer whose peers' flows cross one
-// of those links is replayed with them: the non-simulated members of the group and its copies
-// send their own steps' data as the simulated member sends its, and the step ends when all have
-// arrived (a transfer: when its images have). Where no simulated flow is short-changed the reduced
-// replay is what it was, flow for flow. The check assumes all of a step's traffic at once, so it
-// may shadow more than needed, never less. Where the peers are not alike (a collective run step by
+// Shadows checks that on the built platform's routes, once before the replay: it takes the
+// flows of the step (the simulated ranks' and their peers': each collective's member pairs over
+// all its groups' copies, each transfer and its images, Workload::transfer_copies) and shares the
+// links max-min fairly (the progressive filling of Bertsekas & Gallager, Data Networks, §6.5.2),
+// once with the peers' flows and once without them: for every flow of the step at once, and for
+// each collective group and each transfer on its own (whose traffic may run apart from the rest:
+// taken all at once, a rank's data-parallel ring on the NIC its pipeline send takes already halves
+// the send's share and would hide the uplink its peers' sends saturate). A simulated flow that
+// gets less bandwidth with its peers' flows than without them has been short-changed by the links
+// it saturated there; every collective group and transfer whose peers' flows cross one of those
+// links is replayed with them: the non-simulated members of the group and its copies send their
+// own steps' data as the simulated member sends its, and the step ends when all have arrived (a
+// transfer: when its images have). Where no simulated flow is short-changed the reduced replay is
+// what it was, flow for flow. Where the peers are not alike (a collective run step by
 // step whose members reach their peers over routes of other latency or bandwidth, a transfer whose
 // images do), no member can stand for the others, and the replay is run at full fidelity instead
 // (symmetry_broken()).

@@ -245,7 +245,6 @@ double CollectiveTiming::launch_latency(int group, CollectiveOp op, double bytes
   return it->second = a.protocol >= 0 ? launch_seconds(a, op, g, bytes) : base_latency(group);
 }
 
-
 const std::optional<std::vector<CollectiveTiming::RingLane>>&
 CollectiveTiming::ring_lanes(int group, CollectiveOp op, double bytes, int member)
 {
@@ -253,10 +252,11 @@ CollectiveTiming::ring_lanes(int group, CollectiveOp op, double bytes, int membe
   if (!fresh)
     return it->second;
   const auto& ranks   = w_.groups[static_cast<size_t>(group)].ranks;
-  const GroupShape& g = shape(group);
-  const auto& a       = concrete_algorithm(algorithm_, op, g, bytes);
-  const int steps     = ranks.size() > 1 ? a.steps(op, g, bytes) : 0;
-  const int lanes     = lanes_of(a, op, g, bytes);
+  const Plan& p       = plan(group, op, bytes);
+  const GroupShape& g = *p.shape;
+  const auto& a       = *p.algorithm;
+  const int steps     = p.steps;
+  const int lanes     = p.lanes;
   std::vector<RingLane> found;
   for (int lane = 0; lane < lanes; ++lane) {
     RingLane l;
@@ -306,8 +306,9 @@ CollectiveTiming::Hop CollectiveTiming::step_bottleneck(int group, CollectiveOp 
   if (!fresh)
     return it->second;
   const auto& ranks   = w_.groups[static_cast<size_t>(group)].ranks;
-  const GroupShape& g = shape(group);
-  const auto& a       = concrete_algorithm(algorithm_, op, g, bytes);
+  const Plan& p       = plan(group, op, bytes);
+  const GroupShape& g = *p.shape;
+  const auto& a       = *p.algorithm;
   double worst        = transfer_seconds(own.src, own.dst, step_bytes);
   for (int other = 0; other < static_cast<int>(ranks.size()); ++other) {
     const CollectiveStep step = a.step(op, g, bytes, lane, other, k);

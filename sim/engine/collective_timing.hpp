@@ -13,11 +13,11 @@
 #include "models/collectives/collective.hpp"
 #include "sim/core/task_graph.hpp"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <tuple>
-#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -109,6 +109,7 @@ public:
   // The hop a lone member's send of step k on a lane is timed on: the slowest of the step's sends
   // over every member; ties keep its own.
   Hop step_bottleneck(int group, CollectiveOp op, double bytes, int lane, int k, Hop own, double step_bytes);
+
 private:
   struct Path {
     double latency_s = 0, bandwidth_Bps = 0;

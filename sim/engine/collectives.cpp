@@ -31,8 +31,8 @@ void Collectives::post(const TaskRef& t)
 {
   const Task& task = parts_.scheduler.task_of(t);
   const Group& g   = w_.groups[static_cast<size_t>(task.group)];
-  const int me      = w_.ranks[t.rank_index].rank;
-  size_t mine       = 0;
+  const int me     = w_.ranks[t.rank_index].rank;
+  size_t mine      = 0;
   while (g.ranks[mine] != me)
     ++mine;
   int seq          = seq_[seq_offset_[static_cast<size_t>(task.group)] + mine]++;

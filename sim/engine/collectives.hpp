@@ -32,8 +32,8 @@ std::map<std::string, std::string> collective_algorithms(CollectiveTiming& timin
 
 class Collectives {
 public:
-  Collectives(const Workload& w, const CollectiveAlgorithm& algorithm, const Parts& parts)
-      : w_(w), algorithm_(algorithm), parts_(parts), seq_offset_(w.groups.size() + 1, 0)
+  // The concrete algorithm of each collective comes from the timing's plan (CollectiveTiming::plan).
+  Collectives(const Workload& w, const Parts& parts) : w_(w), parts_(parts), seq_offset_(w.groups.size() + 1, 0)
   {
     for (size_t g = 0; g < w.groups.size(); ++g)
       seq_offset_[g + 1] = seq_offset_[g] + w.groups[g].ranks.size();
@@ -114,7 +114,6 @@ private:
   void arrived(int id, int from, int to, int lane_index);
 
   const Workload& w_;
-  const CollectiveAlgorithm& algorithm_;
   Parts parts_;
   // Per group and member, the collectives of the group the member has posted (a member's count at
   // seq_offset_[group] + its position): a group's members post one after the other, so their

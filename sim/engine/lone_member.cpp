@@ -33,7 +33,7 @@ bool Collectives::coalesce(int id)
   for (size_t lane = 0; lane < lanes->size(); ++lane) {
     // With its peers' flows beside it, the member moves on its own hop; the slowest is among theirs.
     const auto& l = (*lanes)[lane];
-    const Hop hop = shadows ? Hop{src, g.ranks[static_cast<size_t>(l.peer)]} : Hop{l.slowest.src, l.slowest.dst};
+    const Hop hop = shadows ? Hop{src, g.ranks[static_cast<size_t>(l.peer)]} : l.slowest;
     parts_.activities.transfer(hop.src, hop.dst, l.bytes, CoalescedTransfer{id});
     if (shadows)
       inst.coalesced_left += shadow_lane(id, m, static_cast<int>(lane), l.bytes);

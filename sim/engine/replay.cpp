@@ -42,7 +42,7 @@ public:
         shadows_(w, timing_, algorithm, simulated_, !options.analytic_network), scheduler_(w), activities_(hosts),
         accounting_(w, algorithm, timing_, options.record_links),
         parts_{timing_, simulated_, shadows_, scheduler_, activities_, accounting_}, compute_(w, options, parts_),
-        point_to_point_(w, options.analytic_network, parts_), collectives_(w, algorithm, parts_)
+        point_to_point_(w, options.analytic_network, parts_), collectives_(w, parts_)
   {
     scheduler_.watch(compute_);
     // Without shadows, a group's lone simulated member's flows cross only the hops it is timed

@@ -2,7 +2,10 @@
 
 #include "sim/engine/shadows.hpp"
 
+#include <fmt/format.h>
+
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
@@ -33,8 +36,10 @@ void Collectives::post(const TaskRef& t)
   const Group& g   = w_.groups[static_cast<size_t>(task.group)];
   const int me     = w_.ranks[t.rank_index].rank;
   size_t mine      = 0;
-  while (g.ranks[mine] != me)
+  while (mine < g.ranks.size() && g.ranks[mine] != me)
     ++mine;
+  if (mine == g.ranks.size()) // find_graph_problems refuses such a graph before the replay
+    throw std::logic_error(fmt::format("rank {} posts a collective of group {}, which it is not a member of", me, g.name));
   int seq          = seq_[seq_offset_[static_cast<size_t>(task.group)] + mine]++;
   long long key    = static_cast<long long>(task.group) * (1LL << 32) + seq;
   auto [it, fresh] = instance_ids_.try_emplace(key, 0);

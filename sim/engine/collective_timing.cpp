@@ -251,17 +251,13 @@ CollectiveTiming::ring_lanes(int group, CollectiveOp op, double bytes, int membe
   auto [it, fresh] = ring_lanes_.try_emplace({group, op, bytes, member});
   if (!fresh)
     return it->second;
-  const auto& ranks   = w_.groups[static_cast<size_t>(group)].ranks;
-  const Plan& p       = plan(group, op, bytes);
-  const GroupShape& g = *p.shape;
-  const auto& a       = *p.algorithm;
-  const int steps     = p.steps;
-  const int lanes     = p.lanes;
+  const auto& ranks = w_.groups[static_cast<size_t>(group)].ranks;
+  const Plan& p     = plan(group, op, bytes);
   std::vector<RingLane> found;
-  for (int lane = 0; lane < lanes; ++lane) {
+  for (int lane = 0; lane < p.lanes; ++lane) {
     RingLane l;
-    for (int k = 0; k < steps; ++k) {
-      const CollectiveStep step = a.step(op, g, bytes, lane, member, k);
+    for (int k = 0; k < p.steps; ++k) {
+      const CollectiveStep step = p.algorithm->step(op, *p.shape, bytes, lane, member, k);
       if (step.sends != 1 || (l.peer >= 0 && step.send_to[0] != l.peer))
         return it->second; // none
       l.peer = step.send_to[0];
@@ -278,12 +274,12 @@ CollectiveTiming::ring_lanes(int group, CollectiveOp op, double bytes, int membe
   for (size_t lane = 0; lane < found.size(); ++lane) {
     const double lane_bytes = found[lane].bytes;
     const auto cost         = [&](const Hop& h) {
-      return transfer_seconds(h.src, h.dst, lane_bytes) + (steps - 1) * latency(h.src, h.dst);
+      return transfer_seconds(h.src, h.dst, lane_bytes) + (p.steps - 1) * latency(h.src, h.dst);
     };
     Hop slowest{src, ranks[static_cast<size_t>(found[lane].peer)]};
     double worst = cost(slowest);
     for (int other = 0; other < static_cast<int>(ranks.size()); ++other) {
-      const CollectiveStep step = a.step(op, g, bytes, static_cast<int>(lane), other, 0);
+      const CollectiveStep step = p.algorithm->step(op, *p.shape, bytes, static_cast<int>(lane), other, 0);
       if (other == member || step.sends != 1)
         continue;
       const Hop hop{ranks[static_cast<size_t>(other)], ranks[static_cast<size_t>(step.send_to[0])]};
@@ -305,13 +301,11 @@ CollectiveTiming::Hop CollectiveTiming::step_bottleneck(int group, CollectiveOp 
   auto [it, fresh] = bottlenecks_.try_emplace(key, own);
   if (!fresh)
     return it->second;
-  const auto& ranks   = w_.groups[static_cast<size_t>(group)].ranks;
-  const Plan& p       = plan(group, op, bytes);
-  const GroupShape& g = *p.shape;
-  const auto& a       = *p.algorithm;
-  double worst        = transfer_seconds(own.src, own.dst, step_bytes);
+  const Plan& p     = plan(group, op, bytes);
+  double worst      = transfer_seconds(own.src, own.dst, step_bytes);
+  const auto& ranks = w_.groups[static_cast<size_t>(group)].ranks;
   for (int other = 0; other < static_cast<int>(ranks.size()); ++other) {
-    const CollectiveStep step = a.step(op, g, bytes, lane, other, k);
+    const CollectiveStep step = p.algorithm->step(op, *p.shape, bytes, lane, other, k);
     if (step.bytes <= 0)
       continue;
     for (int q = 0; q < step.sends; ++q) {

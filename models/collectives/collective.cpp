@@ -347,7 +347,6 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
     return 0;
   if (a.uniform_steps && a.uniform_steps(op, g))
     return uniform_steps_seconds(a, op, g, bytes, lanes, K, path);
-  const auto key  = [n](int from, int to) { return static_cast<long long>(from) * n + to; };
   const auto slot = [K](int m, int k) { return static_cast<size_t>(m) * static_cast<size_t>(K) + static_cast<size_t>(k); };
   auto across     = [&g](int x, int y) {
     return g.node_of_member[static_cast<size_t>(x)] != g.node_of_member[static_cast<size_t>(y)] ? 1 : 0;
@@ -376,20 +375,38 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
   // One lane's steps, each member's each step asked of the algorithm once (the walk below reads
   // each two or three times; a tree over 1,024 GPUs has 16 lanes of 130 steps).
   std::vector<CollectiveStep> lane_steps(static_cast<size_t>(n) * static_cast<size_t>(K));
+  // Per receiver, each member it receives from on the lane (a handful: a ring's one, a tree
+  // node's parent, children and chain): the receiver's steps that take its messages, when they
+  // arrive (in send order), and how many were sent and taken. Searched, not hashed: on a tree over
+  // 1,024 GPUs hashing every pair on every step was most of an `auto` pick.
+  struct Incoming {
+    int from = 0;
+    std::vector<int> steps;
+    std::vector<double> arrivals;
+    int sent = 0, consumed = 0;
+  };
+  std::vector<std::vector<Incoming>> incoming(static_cast<size_t>(n));
+  auto incoming_of = [&incoming](int to, int from) -> Incoming& {
+    auto& list = incoming[static_cast<size_t>(to)];
+    for (auto& in : list)
+      if (in.from == from)
+        return in;
+    list.push_back(Incoming{from, {}, {}, 0, 0});
+    return list.back();
+  };
   for (int lane = 0; lane < lanes; ++lane) {
     for (int m = 0; m < n; ++m)
       for (int k = 0; k < K; ++k)
         lane_steps[slot(m, k)] = a.step(op, g, bytes, lane, m, k);
     // For each pair, the steps of the receiver that take its messages, in order.
-    std::unordered_map<long long, std::vector<int>> recv_steps;
+    for (auto& list : incoming)
+      list.clear();
     for (int m = 0; m < n; ++m)
       for (int k = 0; k < K; ++k) {
         const CollectiveStep& s = lane_steps[slot(m, k)];
         for (int r = 0; r < s.recvs; ++r)
-          recv_steps[key(s.recv_from[static_cast<size_t>(r)], m)].push_back(k);
+          incoming_of(m, s.recv_from[static_cast<size_t>(r)]).steps.push_back(k);
       }
-    std::unordered_map<long long, std::vector<double>> arrivals; // per pair, in send order
-    std::unordered_map<long long, int> sent, consumed;
     std::vector<int> next(static_cast<size_t>(n), 0);
     std::vector<double> ready(static_cast<size_t>(n), 0.0); // when the member's previous step's sends ended
     int done = 0;
@@ -404,13 +421,13 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
           if (k > 0) {
             const CollectiveStep& prev = lane_steps[slot(m, k - 1)];
             for (int r = 0; r < prev.recvs && !waiting; ++r) {
-              const int from       = prev.recv_from[static_cast<size_t>(r)];
-              const long long pair = key(from, m);
-              int same             = 0; // earlier receives from the same peer in this step
+              const int from = prev.recv_from[static_cast<size_t>(r)];
+              int same       = 0; // earlier receives from the same peer in this step
               for (int q = 0; q < r; ++q)
                 same += prev.recv_from[static_cast<size_t>(q)] == from ? 1 : 0;
-              const auto& times = arrivals[pair];
-              const auto index  = static_cast<size_t>(consumed[pair] + same);
+              const Incoming& in = incoming_of(m, from);
+              const auto& times  = in.arrivals;
+              const auto index   = static_cast<size_t>(in.consumed + same);
               if (times.size() <= index)
                 waiting = true;
               else
@@ -419,7 +436,7 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
             if (waiting)
               break;
             for (int r = 0; r < prev.recvs; ++r)
-              ++consumed[key(prev.recv_from[static_cast<size_t>(r)], m)];
+              ++incoming_of(m, prev.recv_from[static_cast<size_t>(r)]).consumed;
           }
           if (k == K) {
             end = std::max(end, start);
@@ -432,9 +449,9 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
           double finished         = start;
           for (int q = 0; q < s.sends; ++q) {
             const int to         = s.send_to[static_cast<size_t>(q)];
-            const long long pair = key(m, to);
-            const int index      = sent[pair]++;
-            const auto& steps_of = recv_steps[pair];
+            Incoming& in         = incoming_of(to, m);
+            const int index      = in.sent++;
+            const auto& steps_of = in.steps;
             const size_t kind    = static_cast<size_t>(across(m, to));
             int sharing          = std::max<int>(1, share[slot(m, k)][kind]);
             if (index < static_cast<int>(steps_of.size()))
@@ -443,7 +460,7 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
               sharing = std::max(1, to_peer[peer_key(m, k, to)]);
             const PathCost p = path(m, to);
             const double t   = start + p.latency_s + (p.bandwidth_Bps > 0 ? s.bytes * sharing / p.bandwidth_Bps : 0.0);
-            arrivals[pair].push_back(t);
+            in.arrivals.push_back(t);
             finished = std::max(finished, t);
           }
           ready[static_cast<size_t>(m)] = finished;

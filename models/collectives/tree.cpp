@@ -18,6 +18,9 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 namespace stepsim {
 
@@ -63,6 +66,29 @@ TreeLinks nccl_dtree(int n, int rank, int tree)
 
 namespace {
 
+// nccl_dtree(nodes, node, tree), from a table of every node's links in both trees, made once per
+// node count (kept for each count asked: the replay interleaves the steps of groups over
+// different numbers of nodes): a walk asks it for every member on every step (tools/bench: the
+// `auto` table over 1,024 GPUs).
+TreeLinks dtree_of(int nodes, int node, int tree)
+{
+  thread_local std::vector<std::pair<int, std::vector<TreeLinks>>> tables;
+  thread_local size_t last = 0;
+  if (last >= tables.size() || tables[last].first != nodes) {
+    last = 0;
+    while (last < tables.size() && tables[last].first != nodes)
+      ++last;
+    if (last == tables.size()) {
+      std::vector<TreeLinks> table(2 * static_cast<size_t>(nodes));
+      for (int r = 0; r < nodes; ++r)
+        for (int t = 0; t < 2; ++t)
+          table[2 * static_cast<size_t>(r) + static_cast<size_t>(t)] = nccl_dtree(nodes, r, t);
+      tables.emplace_back(nodes, std::move(table));
+    }
+  }
+  return tables[last].second[2 * static_cast<size_t>(node) + static_cast<size_t>(tree)];
+}
+
 // A member's parent and children in tree `tree` over the nodes, with a chain inside each node.
 struct MemberLinks {
   int parent = -1;
@@ -84,7 +110,7 @@ MemberLinks member_links(const GroupShape& g, int lane, int member)
     const int size = static_cast<int>(c.size());
     return c[static_cast<size_t>((position + rotate) % size)];
   };
-  const TreeLinks t = nccl_dtree(g.nodes(), node, lane % 2);
+  const TreeLinks t = dtree_of(g.nodes(), node, lane % 2);
   if (at > 0)
     out.parent = member_at(chain, at - 1);
   else if (t.parent >= 0)
@@ -108,7 +134,12 @@ int tree_chunks(const GroupShape& g, double lane_bytes)
 {
   if (!(lane_bytes > 0))
     return 1;
-  // (Asked for every member's every step: the longest chain is per_node when nodes are alike.)
+  // Asked for every member's every step: the last answer is kept, by the figures it depends on.
+  thread_local std::tuple<int, int, double, int> last{-1, -1, 0.0, 0};
+  if (g.per_node > 0 && std::get<0>(last) == g.per_node && std::get<1>(last) == g.nodes() &&
+      std::get<2>(last) == lane_bytes)
+    return std::get<3>(last);
+  // The longest chain is per_node when nodes are alike.
   int chain = std::max(1, g.per_node);
   if (g.per_node == 0)
     for (const auto& members : g.node_members)
@@ -124,7 +155,10 @@ int tree_chunks(const GroupShape& g, double lane_bytes)
     chunk /= 2;
   while (lane_bytes / chunk < depth && chunk > 32768)
     chunk /= 2;
-  return static_cast<int>(std::clamp(std::ceil(lane_bytes / chunk), 1.0, 64.0));
+  const int chunks = static_cast<int>(std::clamp(std::ceil(lane_bytes / chunk), 1.0, 64.0));
+  if (g.per_node > 0)
+    last = {g.per_node, g.nodes(), lane_bytes, chunks};
+  return chunks;
 }
 
 void check(CollectiveOp op)

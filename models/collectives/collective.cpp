@@ -375,10 +375,11 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
   // One lane's steps, each member's each step asked of the algorithm once (the walk below reads
   // each two or three times; a tree over 1,024 GPUs has 16 lanes of 130 steps).
   std::vector<CollectiveStep> lane_steps(static_cast<size_t>(n) * static_cast<size_t>(K));
-  // Per receiver, each member it receives from on the lane (a handful: a ring's one, a tree
-  // node's parent, children and chain): the receiver's steps that take its messages, when they
-  // arrive (in send order), and how many were sent and taken. Searched, not hashed: on a tree over
-  // 1,024 GPUs hashing every pair on every step was most of an `auto` pick.
+  // Per receiver, each member it receives from on the lane, in order of member (a ring's one, a
+  // tree node's parent, children and chain; all the others in an all-to-all): the receiver's
+  // steps that take its messages, when they arrive (in send order), and how many were sent and
+  // taken. Found by bisection, not hashed: on a tree over 1,024 GPUs hashing every pair on every
+  // step was most of an `auto` pick.
   struct Incoming {
     int from = 0;
     std::vector<int> steps;
@@ -388,11 +389,11 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
   std::vector<std::vector<Incoming>> incoming(static_cast<size_t>(n));
   auto incoming_of = [&incoming](int to, int from) -> Incoming& {
     auto& list = incoming[static_cast<size_t>(to)];
-    for (auto& in : list)
-      if (in.from == from)
-        return in;
-    list.push_back(Incoming{from, {}, {}, 0, 0});
-    return list.back();
+    auto at    = std::lower_bound(list.begin(), list.end(), from,
+                                  [](const Incoming& in, int member) { return in.from < member; });
+    if (at == list.end() || at->from != from)
+      at = list.insert(at, Incoming{from, {}, {}, 0, 0});
+    return *at;
   };
   for (int lane = 0; lane < lanes; ++lane) {
     for (int m = 0; m < n; ++m)

@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <exception>
 #include <stdexcept>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -60,6 +61,68 @@ std::string run_in_child(const std::function<std::string()>& body, long* peak_rs
   if (text.empty())
     throw std::runtime_error(fmt::format("the simulation process died (status {})", status));
   return text;
+}
+
+void run_in_child_lines(const std::function<void(const std::function<void(const std::string&)>& emit)>& body,
+                        const std::function<void(const std::string&)>& on_line)
+{
+  int fds[2];
+  if (pipe(fds) != 0)
+    throw std::runtime_error("cannot create a pipe for the simulation process");
+  std::fflush(nullptr);
+  const pid_t parent = getpid();
+  pid_t pid          = fork();
+  if (pid < 0)
+    throw std::runtime_error("cannot fork the simulation process");
+  if (pid == 0) {
+    die_with_parent(parent);
+    close(fds[0]);
+    auto emit = [&](const std::string& line) {
+      const std::string text = line + "\n";
+      size_t written         = 0;
+      while (written < text.size()) {
+        ssize_t n = write(fds[1], text.data() + written, text.size() - written);
+        if (n <= 0)
+          _exit(1);
+        written += static_cast<size_t>(n);
+      }
+    };
+    body(emit);
+    emit(""); // the end: an empty line, which `emit` is never handed otherwise
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string pending;
+  char buffer[65536];
+  ssize_t n;
+  bool ended = false;
+  std::exception_ptr failed;
+  while (!ended && !failed && (n = read(fds[0], buffer, sizeof buffer)) > 0) {
+    pending.append(buffer, static_cast<size_t>(n));
+    size_t at;
+    while (!ended && !failed && (at = pending.find('\n')) != std::string::npos) {
+      std::string line = pending.substr(0, at);
+      pending.erase(0, at + 1);
+      if (line.empty())
+        ended = true;
+      else
+        try {
+          on_line(line);
+        } catch (...) { // reported once the child is reaped
+          failed = std::current_exception();
+        }
+    }
+  }
+  close(fds[0]);
+  if (failed)
+    kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (failed)
+    std::rethrow_exception(failed);
+  if (!ended)
+    throw std::runtime_error(fmt::format("the simulation process died (status {})", status));
 }
 
 namespace {

@@ -60,6 +60,13 @@ nlohmann::json simulate_isolated_json(const Scenario& s, int link_count = 0);
 // With `peak_rss_kb`, also the child's peak resident memory (the benchmark's figure).
 std::string run_in_child(const std::function<std::string()>& body, long* peak_rss_kb = nullptr);
 
+// Runs `body` in a forked child process that hands back lines one at a time: each call of the
+// `emit` it is given reaches `on_line` here as soon as it is made (a table printed row by row
+// while a child that built its platform once forks a grandchild per row). A line holds no
+// newline. Throws when the child dies before its body returns.
+void run_in_child_lines(const std::function<void(const std::function<void(const std::string&)>& emit)>& body,
+                        const std::function<void(const std::string&)>& on_line);
+
 // A child process forked when constructed, before this process creates a SimGrid engine, that
 // later runs `body` on the text run() hands it and returns what it produced: the way to run a
 // second engine after a replay in the same process (SimGrid keeps state, the clock among it,

@@ -59,7 +59,7 @@ const CollectiveAlgorithm& auto_pick(CollectiveOp op, const GroupShape& g, doubl
   double best = std::numeric_limits<double>::infinity();
   for (const char* name : names) {
     const auto& a  = CollectiveRegistry::get(name, "simulation.collective_algorithm");
-    const double t = uncontended_seconds(a, op, g, bytes, path);
+    const double t = uncontended_seconds(a, op, g, bytes, path, true);
     if (t < best) {
       best       = t;
       it->second = &a;

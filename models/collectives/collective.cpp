@@ -337,7 +337,7 @@ double uniform_steps_seconds(const CollectiveAlgorithm& a, CollectiveOp op, cons
 } // namespace
 
 double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const GroupShape& g, double bytes,
-                           const std::function<PathCost(int, int)>& path)
+                           const std::function<PathCost(int, int)>& path, bool paths_by_node)
 {
   const auto& a   = concrete_algorithm(a0, op, g, bytes);
   const int n     = g.n;
@@ -359,7 +359,16 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
   std::unordered_map<long long, int> to_peer;
   const bool per_peer = !g.rings.empty();
   auto peer_key = [n, K](int m, int k, int peer) { return (static_cast<long long>(m) * K + k) * n + peer; };
-  for (int lane = 0; lane < lanes; ++lane)
+  // Lanes that rotate the first `walked` inside every node take as long as those (a tree over
+  // 1,024 GPUs: 2 lanes walked of 16). Over all rotations a member plays every place of its
+  // node once, so the flows it starts over all lanes are its node's over the walked ones.
+  int walked = lanes;
+  if (paths_by_node && a.rotated_lanes && !per_peer && g.per_node > 1) {
+    const int d = a.rotated_lanes(op, g, bytes);
+    if (d > 0 && d < lanes && lanes == d * g.per_node)
+      walked = d;
+  }
+  for (int lane = 0; lane < walked; ++lane)
     for (int m = 0; m < n; ++m)
       for (int k = 0; k < K; ++k) {
         const CollectiveStep s = a.step(op, g, bytes, lane, m, k);
@@ -370,6 +379,16 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
         }
         for (int q = 0; q < s.recvs; ++q)
           ++share[slot(m, k)][2 + static_cast<size_t>(across(m, s.recv_from[static_cast<size_t>(q)]))];
+      }
+  if (walked < lanes)
+    for (const auto& members : g.node_members)
+      for (int k = 0; k < K; ++k) {
+        std::array<uint8_t, 4> node{0, 0, 0, 0};
+        for (int m : members)
+          for (size_t i = 0; i < 4; ++i)
+            node[i] = static_cast<uint8_t>(node[i] + share[slot(m, k)][i]);
+        for (int m : members)
+          share[slot(m, k)] = node;
       }
   double end = 0;
   // One lane's steps, each member's each step asked of the algorithm once (the walk below reads
@@ -395,7 +414,7 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
       at = list.insert(at, Incoming{from, {}, {}, 0, 0});
     return *at;
   };
-  for (int lane = 0; lane < lanes; ++lane) {
+  for (int lane = 0; lane < walked; ++lane) {
     for (int m = 0; m < n; ++m)
       for (int k = 0; k < K; ++k)
         lane_steps[slot(m, k)] = a.step(op, g, bytes, lane, m, k);

@@ -101,6 +101,14 @@ struct CollectiveAlgorithm {
   // and bytes at every step (a ring's all-reduce, all-gather, reduce-scatter): uncontended_seconds
   // then takes its closed form instead of walking every member's every step. null = never.
   std::function<bool(CollectiveOp op, const GroupShape& g)> uniform_steps{};
+  // Set where the lanes are rotations of their first d: there are d × (members per node) lanes,
+  // and lane l runs lane l % d with the members of every node rotated by l / d places (the
+  // tree's channels, each starting its nodes' chains at another member). Returns d, or 0 where
+  // that does not hold. On paths that depend only on whether two members share a node, a
+  // rotated lane takes exactly as long as the lane it rotates, and the flows a member starts
+  // over all lanes are those its whole node starts over the first d: uncontended_seconds then
+  // walks d lanes instead of all of them. null = never.
+  std::function<int(CollectiveOp op, const GroupShape& g, double bytes)> rotated_lanes{};
 };
 
 using CollectiveRegistry = Registry<CollectiveAlgorithm>;
@@ -125,9 +133,11 @@ double bytes_received_per_member(const CollectiveAlgorithm& a, CollectiveOp op, 
 // path), a transfer taking the path latency plus its bytes over the path bandwidth, shared with
 // the flows of the same kind (inside the node, or across nodes) that the member starts (receives)
 // in the same step on every lane, since those leave (enter) through the same link. Used by the
-// analytic network fidelity and by "auto".
+// analytic network fidelity and by "auto". `paths_by_node`: the caller's `path` depends only on
+// whether the two members share a node (g.intra, g.inter), so that rotated lanes
+// (CollectiveAlgorithm::rotated_lanes) need not be walked.
 double uncontended_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes,
-                           const std::function<PathCost(int member_a, int member_b)>& path);
+                           const std::function<PathCost(int member_a, int member_b)>& path, bool paths_by_node = false);
 
 // The algorithm of simulation.collective_algorithm: `all` for every type, except the types named
 // in `per_op` ("all_reduce" -> "tree"). Throws InputError at `path` for an unknown name or type.

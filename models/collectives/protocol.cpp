@@ -170,16 +170,15 @@ static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, con
   const double walked  = pipelined ? 1.0 : bytes;
   double steps         = 0;
   if (inside > 0 || between > 0)
-    steps = uncontended_seconds(a, op, g, walked, [&](int x, int y) {
-      return PathCost{same_node(g, x, y) ? inside : between, 0.0};
-    });
+    steps = uncontended_seconds(
+        a, op, g, walked, [&](int x, int y) { return PathCost{same_node(g, x, y) ? inside : between, 0.0}; }, true);
   return base_latency(*a.bare, c) + steps;
 }
 
 double planned_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)
 {
   auto path = [&g](int x, int y) { return same_node(g, x, y) ? g.intra : g.inter; };
-  return launch_seconds(a, op, g, bytes) + uncontended_seconds(a, op, g, bytes, path);
+  return launch_seconds(a, op, g, bytes) + uncontended_seconds(a, op, g, bytes, path, true);
 }
 
 namespace {
@@ -224,7 +223,7 @@ double bare_ring_bandwidth_seconds(CollectiveOp op, const GroupShape& g, double 
     return c;
   };
   return uncontended_seconds(CollectiveRegistry::get("ring", "simulation.collective_algorithm"), op, g, bytes,
-                             no_latency);
+                             no_latency, true);
 }
 
 } // namespace
@@ -268,7 +267,7 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
             continue;
         }
         auto path = [&g](int x, int y) { return same_node(g, x, y) ? g.intra : g.inter; };
-        t         = std::max(launch + uncontended_seconds(candidate, op, g, bytes, path), tuner_s);
+        t         = std::max(launch + uncontended_seconds(candidate, op, g, bytes, path, true), tuner_s);
       }
       if (t < best || picked == nullptr) {
         best   = t;

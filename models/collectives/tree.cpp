@@ -179,6 +179,13 @@ int tree_lanes(CollectiveOp op, const GroupShape& g, double)
   return g.nodes() > 1 && g.per_node > 1 ? 2 * g.per_node : 2;
 }
 
+// Lane l is lane l % 2 with every node's chain rotated by l / 2 (member_links), once for every
+// rotation when there is a lane per tree and member of a node.
+int tree_rotated_lanes(CollectiveOp op, const GroupShape& g, double bytes)
+{
+  return op == CollectiveOp::AllReduce && g.per_node > 1 && tree_lanes(op, g, bytes) == 2 * g.per_node ? 2 : 0;
+}
+
 int tree_steps(CollectiveOp op, const GroupShape& g, double bytes)
 {
   check(op);
@@ -217,7 +224,7 @@ const bool registered = CollectiveRegistry::add(
     "NCCL's double binary tree over nodes (chains inside nodes), pipelined in chunks: all-reduce on two trees of S/2; "
     "broadcast and reduce on one",
     CollectiveAlgorithm{.name = "tree", .lanes = tree_lanes, .steps = tree_steps, .step = tree_step, .pick = {},
-                        .nccl = NcclAlgorithm::Tree});
+                        .nccl = NcclAlgorithm::Tree, .rotated_lanes = tree_rotated_lanes});
 
 } // namespace
 } // namespace stepsim

@@ -134,9 +134,11 @@ int main(int argc, char** argv)
     const auto members      = benchmark_group(superpod.platform, 0, false);
     for (const char* algorithm : {"ring", "auto"}) {
       auto start = std::chrono::steady_clock::now();
-      int sizes  = 0;
-      for (double bytes = 8; bytes <= 8.0 * (1ull << 30); bytes *= 2, ++sizes)
-        time_collective(superpod.platform, members, CollectiveOp::AllReduce, bytes, algorithm);
+      std::vector<double> all;
+      for (double bytes = 8; bytes <= 8.0 * (1ull << 30); bytes *= 2)
+        all.push_back(bytes);
+      const int sizes = static_cast<int>(all.size());
+      time_collectives(superpod.platform, members, CollectiveOp::AllReduce, all, algorithm);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       fmt::print("\n{} all-reduce table, {} GPUs: {} sizes (8 B to 8 GiB) in {:.1f} s wall\n", algorithm,
                  members.size(), sizes, wall);

@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 
 namespace stepsim {
@@ -95,58 +97,102 @@ double bus_bandwidth_factor(CollectiveOp op, int n)
   return 1.0;
 }
 
+void time_collectives(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
+                      const std::vector<double>& sizes, const std::string& algorithm, bool analytic_network,
+                      const std::string& protocol, const std::function<void(size_t, const CollectiveTime&)>& row)
+{
+  if (sizes.empty())
+    return;
+  const CollectiveAlgorithm chosen =
+      with_protocol_choice(collective_choice(algorithm, {}, "--algorithm"), protocol, "--protocol");
+  const auto& net         = platform.network;
+  const bool non_blocking = (net.topology == "fat_tree" || net.topology == "rail_optimized") &&
+                            net.oversubscription <= 1 && net.core_oversubscription <= 1;
+  size_t next = 0;
+  run_in_child_lines(
+      [&](const std::function<void(const std::string&)>& emit) {
+        // The platform, built once for every size: the sizes' workloads hold the same group, so
+        // they use the same ranks.
+        std::unique_ptr<simgrid::s4u::Engine> engine;
+        LinkEfficiency links;
+        BuiltPlatform built;
+        try {
+          engine = start_engine();
+          links  = load_link_efficiency();
+          built  = build_platform(with_achieved_bandwidth(platform, links),
+                                  ranks_in_use(collective_workload(platform, members, op, sizes.front(), false)));
+        } catch (const std::exception& e) {
+          emit(nlohmann::json{{"error", e.what()}}.dump());
+          return;
+        }
+        for (double bytes : sizes)
+          emit(run_in_child([&] {
+            nlohmann::json result;
+            try {
+              // The first member stands for the group, as a reduced-fidelity step does (its
+              // peers' flows as shadows where they share links), where its collective moves as
+              // one transfer per lane: an algorithm whose every member sends to one peer every
+              // step (a ring). Otherwise (a tree: the lone member would not wait for the members
+              // it stands for), or where one member cannot stand for the others, every member
+              // runs. Both workloads hold the same group, so the algorithm that runs is known
+              // from the measured paths before either is replayed.
+              const Workload lone  = collective_workload(platform, members, op, bytes, true);
+              const Workload every = collective_workload(platform, members, op, bytes, false);
+              ReplayOptions options;
+              options.analytic_network          = analytic_network;
+              options.collective_base_latency_s = links.collective_base_latency_s;
+              CollectiveTiming timing(every, built.gpus, chosen);
+              const CollectiveAlgorithm& runs = concrete_algorithm(chosen, op, timing.shape(0), bytes);
+              const bool uniform              = runs.uniform_steps && runs.uniform_steps(op, timing.shape(0));
+              const bool closed_form = !analytic_network && !uniform && non_blocking && members.size() > kFlowMembers;
+              options.analytic_network = analytic_network || closed_form;
+              result["closed_form"]    = closed_form;
+              ReplayResult r;
+              try {
+                r = replay(uniform && !options.analytic_network ? lone : every, built.gpus, chosen, options);
+              } catch (const SymmetryBroken&) {
+                r = replay(every, built.gpus, chosen, options);
+              }
+              result["seconds"]   = r.end_s;
+              result["algorithm"] = r.collective_algorithms[collective_name(op)];
+            } catch (const std::exception& e) {
+              result["error"] = e.what();
+            }
+            return result.dump();
+          }));
+      },
+      [&](const std::string& line) {
+        const auto out = nlohmann::json::parse(line);
+        if (out.contains("error"))
+          throw std::runtime_error(out["error"].get<std::string>());
+        const double bytes   = sizes[next];
+        const double seconds = out["seconds"].get<double>();
+        if (!std::isfinite(seconds) || seconds <= 0)
+          throw std::runtime_error(fmt::format("the {} of {} bytes ended at {} s, which is not a duration",
+                                               collective_name(op), bytes, seconds));
+        row(next, CollectiveTime{seconds, out["algorithm"].get<std::string>(), out["closed_form"].get<bool>()});
+        ++next;
+      });
+  if (next != sizes.size())
+    throw std::runtime_error("the simulation process ended before timing every size");
+}
+
+std::vector<CollectiveTime> time_collectives(const PlatformSpec& platform, const std::vector<int>& members,
+                                             CollectiveOp op, const std::vector<double>& sizes,
+                                             const std::string& algorithm, bool analytic_network,
+                                             const std::string& protocol)
+{
+  std::vector<CollectiveTime> out;
+  time_collectives(platform, members, op, sizes, algorithm, analytic_network, protocol,
+                   [&](size_t, const CollectiveTime& t) { out.push_back(t); });
+  return out;
+}
+
 CollectiveTime time_collective(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
                                double bytes, const std::string& algorithm, bool analytic_network,
                                const std::string& protocol)
 {
-  const CollectiveAlgorithm chosen =
-      with_protocol_choice(collective_choice(algorithm, {}, "--algorithm"), protocol, "--protocol");
-  // The first member stands for the group, as a reduced-fidelity step does (its peers' flows as
-  // shadows where they share links), where its collective moves as one transfer per lane: an
-  // algorithm whose every member sends to one peer every step (a ring). Otherwise (a tree: the
-  // lone member would not wait for the members it stands for), or where one member cannot stand
-  // for the others, every member runs. Both workloads hold the same group, so the algorithm that
-  // runs is known from the measured paths before either is replayed.
-  const Workload lone  = collective_workload(platform, members, op, bytes, true);
-  const Workload every = collective_workload(platform, members, op, bytes, false);
-  auto out             = nlohmann::json::parse(run_in_child([&] {
-    nlohmann::json result;
-    try {
-      const auto engine          = start_engine();
-      const LinkEfficiency links = load_link_efficiency();
-      BuiltPlatform built        = build_platform(with_achieved_bandwidth(platform, links), ranks_in_use(every));
-      ReplayOptions options;
-      options.analytic_network          = analytic_network;
-      options.collective_base_latency_s = links.collective_base_latency_s;
-      CollectiveTiming timing(every, built.gpus, chosen);
-      const CollectiveAlgorithm& runs = concrete_algorithm(chosen, op, timing.shape(0), bytes);
-      const bool uniform              = runs.uniform_steps && runs.uniform_steps(op, timing.shape(0));
-      const auto& net                 = platform.network;
-      const bool non_blocking = (net.topology == "fat_tree" || net.topology == "rail_optimized") &&
-                                net.oversubscription <= 1 && net.core_oversubscription <= 1;
-      const bool closed_form  = !analytic_network && !uniform && non_blocking && members.size() > kFlowMembers;
-      options.analytic_network = analytic_network || closed_form;
-      result["closed_form"]    = closed_form;
-      ReplayResult r;
-      try {
-        r = replay(uniform && !options.analytic_network ? lone : every, built.gpus, chosen, options);
-      } catch (const SymmetryBroken&) {
-        r = replay(every, built.gpus, chosen, options);
-      }
-      result["seconds"]   = r.end_s;
-      result["algorithm"] = r.collective_algorithms[collective_name(op)];
-    } catch (const std::exception& e) {
-      result["error"] = e.what();
-    }
-    return result.dump();
-  }));
-  if (out.contains("error"))
-    throw std::runtime_error(out["error"].get<std::string>());
-  const double seconds = out["seconds"].get<double>();
-  if (!std::isfinite(seconds) || seconds <= 0)
-    throw std::runtime_error(fmt::format("the {} of {} bytes ended at {} s, which is not a duration",
-                                         collective_name(op), bytes, seconds));
-  return CollectiveTime{seconds, out["algorithm"].get<std::string>(), out["closed_form"].get<bool>()};
+  return time_collectives(platform, members, op, {bytes}, algorithm, analytic_network, protocol).front();
 }
 
 } // namespace stepsim

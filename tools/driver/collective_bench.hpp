@@ -7,6 +7,7 @@
 #include "sim/core/task_graph.hpp"
 
 #include <optional>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,17 @@ struct CollectiveTime {
 CollectiveTime time_collective(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
                                double bytes, const std::string& algorithm, bool analytic_network = false,
                                const std::string& protocol = "auto");
+// The same for each of `sizes` in turn, handed to `row` (its index in `sizes`, its time) as each
+// is timed: one child process builds the platform once and forks a grandchild per size (SimGrid
+// runs one engine per process), where building a 1,024-GPU platform for every size took a tenth
+// of nccl-tests' table. Throws as time_collective does, at the first size that fails.
+void time_collectives(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
+                      const std::vector<double>& sizes, const std::string& algorithm, bool analytic_network,
+                      const std::string& protocol, const std::function<void(size_t, const CollectiveTime&)>& row);
+std::vector<CollectiveTime> time_collectives(const PlatformSpec& platform, const std::vector<int>& members,
+                                             CollectiveOp op, const std::vector<double>& sizes,
+                                             const std::string& algorithm, bool analytic_network = false,
+                                             const std::string& protocol = "auto");
 
 // The platform of a preset (configs/platforms/NAME.json) or of a platform file, both
 // {"platform": {...}}, as a scenario whose only job is to carry it (`stepsim collective

@@ -44,8 +44,7 @@ std::vector<double> model_us(Case& c, const LinkEfficiency& links, const std::ve
 {
   ScopedLinkEfficiency scope(links);
   std::vector<double> out;
-  for (double bytes : sizes) {
-    const auto timed = time_collective(c.platform, c.members, c.op, bytes, c.algorithm, c.analytic, c.protocol);
+  for (const auto& timed : time_collectives(c.platform, c.members, c.op, sizes, c.algorithm, c.analytic, c.protocol)) {
     out.push_back(timed.seconds * 1e6);
     if (picked != nullptr)
       picked->push_back(timed.algorithm);

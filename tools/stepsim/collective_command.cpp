@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
 
 #include <memory>
 #include <sstream>
@@ -150,18 +151,21 @@ int run(const CollectiveOptions& o)
                "busbw (GB/s)", "algorithm/protocol");
   }
   int closed_forms = 0;
-  for (double bytes : sizes) {
-    const auto timed     = time_collective(s.platform, members, *op, bytes, algorithm, network == "analytic", protocol);
+  // Row by row as each size is timed (a table over thousands of GPUs takes seconds).
+  auto print_row = [&](size_t i, const CollectiveTime& timed) {
+    const double bytes   = sizes[i];
     const double seconds = timed.seconds;
     const double algbw   = bytes / seconds / 1e9;
     if (table)
       fmt::print("{:>14.0f} {:>14.0f} {:>14.2f} {:>13.2f} {:>13.2f}  {}{}\n", bytes, std::floor(bytes / 4),
                  seconds * 1e6, algbw, algbw * factor, timed.algorithm, timed.closed_form ? " (closed form)" : "");
+    std::fflush(stdout);
     doc["rows"].push_back({{"bytes", bytes},          {"count", std::floor(bytes / 4)}, {"time_us", seconds * 1e6},
                            {"algbw_GBps", algbw},     {"busbw_GBps", algbw * factor},   {"picked", timed.algorithm},
                            {"closed_form", timed.closed_form}});
     closed_forms += timed.closed_form ? 1 : 0;
-  }
+  };
+  time_collectives(s.platform, members, *op, sizes, algorithm, network == "analytic", protocol, print_row);
   if (table && closed_forms > 0)
     fmt::print("# (closed form): a tree over more than {} GPUs on a non-blocking fabric is timed by its closed form "
                "on the members' own links, not flow by flow (--network analytic does so for every size)\n",

@@ -33,6 +33,12 @@ CollectiveTiming::CollectiveTiming(const Workload& w, const std::vector<sg4::Hos
       point_to_point_links_.push_back(link);
   for (const auto& [key, sizes] : sizes_) {
     std::set<const sg4::Link*> all;
+    // Every collective is timed by its closed form whatever links it shares (find_analytic): its
+    // links are not looked for (every member's every step, a tenth of a 16,384-GPU table).
+    if (all_analytic_) {
+      links_[key] = {};
+      continue;
+    }
     for (double bytes : sizes) {
       std::vector<const sg4::Link*> of_size;
       if (!links_of(key.first, key.second, bytes, of_size))

@@ -141,7 +141,7 @@ void time_collectives(const PlatformSpec& platform, const std::vector<int>& memb
               ReplayOptions options;
               options.analytic_network          = analytic_network;
               options.collective_base_latency_s = links.collective_base_latency_s;
-              CollectiveTiming timing(every, built.gpus, chosen);
+              CollectiveTiming timing(every, built.gpus, chosen, true); // for the group's shape alone
               const CollectiveAlgorithm& runs = concrete_algorithm(chosen, op, timing.shape(0), bytes);
               const bool uniform              = runs.uniform_steps && runs.uniform_steps(op, timing.shape(0));
               const bool closed_form = !analytic_network && !uniform && non_blocking && members.size() > kFlowMembers;

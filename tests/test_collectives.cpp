@@ -164,3 +164,56 @@ TEST_CASE("the collective benchmark times a tree over more than 256 GPUs on a no
   CHECK_FALSE(flows.closed_form);
   CHECK(closed_form.seconds == Approx(flows.seconds).epsilon(0.12));
 }
+
+TEST_CASE("a tree's rotated lanes take as long as the lanes they rotate and are walked only where paths allow it")
+{
+  // 16 nodes of 8: the tree's 16 lanes are its 2 trees, each rotated through a node's 8 members.
+  std::vector<int> node;
+  for (int i = 0; i < 128; ++i)
+    node.push_back(i / 8);
+  GroupShape g = group_shape(node);
+  g.intra      = PathCost{1e-6, 300e9};
+  g.inter      = PathCost{5e-6, 25e9};
+  const auto& tree = with_protocol(CollectiveRegistry::get("tree", "test"), Protocol::Simple);
+  REQUIRE(tree.rotated_lanes);
+  REQUIRE(tree.rotated_lanes(CollectiveOp::AllReduce, g, 64e6) == 2);
+  CollectiveAlgorithm every_lane = tree; // the same tree, every lane walked
+  every_lane.rotated_lanes       = {};
+  auto by_node = [&g](int a, int b) {
+    return g.node_of_member[static_cast<size_t>(a)] == g.node_of_member[static_cast<size_t>(b)] ? g.intra : g.inter;
+  };
+  for (double bytes : {8.0, 1e6, 64e6, 4e9}) {
+    const double all = uncontended_seconds(every_lane, CollectiveOp::AllReduce, g, bytes, by_node);
+    CHECK(uncontended_seconds(tree, CollectiveOp::AllReduce, g, bytes, by_node, true) == all);
+    CHECK(uncontended_seconds(tree, CollectiveOp::AllReduce, g, bytes, by_node, false) == all); // checked pair by pair
+  }
+  // One slow GPU (member 13, the sixth of node 1) breaks the symmetry: every lane is walked.
+  auto slow_one = [&](int a, int b) {
+    PathCost c = by_node(a, b);
+    if (a == 13 || b == 13)
+      c.bandwidth_Bps /= 4;
+    return c;
+  };
+  const double all = uncontended_seconds(every_lane, CollectiveOp::AllReduce, g, 64e6, slow_one);
+  CHECK(uncontended_seconds(tree, CollectiveOp::AllReduce, g, 64e6, slow_one) == all);
+  // (Walking the first two lanes alone, as paths by node would allow, gives another answer.)
+  CHECK(uncontended_seconds(tree, CollectiveOp::AllReduce, g, 64e6, slow_one, true) != all);
+  CHECK(all > uncontended_seconds(tree, CollectiveOp::AllReduce, g, 64e6, by_node, true));
+}
+
+TEST_CASE("the collective benchmark's table does not depend on how many sizes are timed at once")
+{
+  const Scenario s               = platform_scenario("dgx-a100", "", 2);
+  const auto members              = benchmark_group(s.platform, 0, false);
+  const std::vector<double> sizes = {8e3, 1e6, 64e6, 1e9};
+  const auto one = time_collectives(s.platform, members, CollectiveOp::AllReduce, sizes, "auto", false, "auto", 1);
+  const auto two = time_collectives(s.platform, members, CollectiveOp::AllReduce, sizes, "auto", false, "auto", 2);
+  REQUIRE(one.size() == sizes.size());
+  REQUIRE(two.size() == sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    CHECK(one[i].seconds == two[i].seconds);
+    CHECK(one[i].algorithm == two[i].algorithm);
+    CHECK(one[i].seconds == time_collective(s.platform, members, CollectiveOp::AllReduce, sizes[i], "auto").seconds);
+  }
+  CHECK(one[3].seconds > one[0].seconds);
+}

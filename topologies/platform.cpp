@@ -4,6 +4,7 @@
 #include "sim/core/task_graph.hpp"
 #include "topologies/nodes/node_type.hpp"
 
+#include <simgrid/kernel/routing/NetZoneImpl.hpp>
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
 
@@ -40,12 +41,28 @@ std::unique_ptr<sg4::Engine> start_engine()
   return engine;
 }
 
+sg4::NetZone* detached_full_zone(const std::string& name, const sg4::NetZone* like)
+{
+  auto* zone       = sg4::create_full_zone(name);
+  auto* impl       = zone->get_impl();
+  const auto* from = like->get_impl();
+  impl->set_network_model(from->get_network_model());
+  impl->set_cpu_pm_model(from->get_cpu_pm_model());
+  impl->set_cpu_vm_model(from->get_cpu_vm_model());
+  impl->set_disk_model(from->get_disk_model());
+  impl->set_host_model(from->get_host_model());
+  return zone;
+}
+
 namespace {
 
 // GPUs of one node, their CPU host, their NICs and the node's gateway, as a zone under `parent`;
 // the node type (topologies/nodes/*.cpp, on intra_node.type) builds the links between them.
+// With `hang_later`, the zone is filled detached and what hangs it under `parent` is left there
+// (detached_full_zone).
 void build_node(sg4::NetZone* parent, const NodeGroupSpec& g, const NodeType& type, double host_link_Bps, int node,
-                int group_index, const std::vector<bool>& in_use, bool host_side, BuiltPlatform& out)
+                int group_index, const std::vector<bool>& in_use, bool host_side, BuiltPlatform& out,
+                std::vector<std::function<void()>>* hang_later = nullptr)
 {
   const size_t first_gpu = out.gpus.size();
   auto used = [&](int local) { return in_use.empty() || in_use[first_gpu + static_cast<size_t>(local)]; };
@@ -63,8 +80,10 @@ void build_node(sg4::NetZone* parent, const NodeGroupSpec& g, const NodeType& ty
 
   // Explicit routes (a Full zone): see topologies/nodes/node_type.hpp for why not shortest paths.
   NodeBuild b;
-  b.zone = sg4::create_full_zone(fmt::format("node{}", node));
-  if (parent != nullptr) // a one-node platform is the node's zone alone
+  const bool detached = hang_later != nullptr && parent != nullptr;
+  b.zone = detached ? detached_full_zone(fmt::format("node{}", node), parent)
+                    : sg4::create_full_zone(fmt::format("node{}", node));
+  if (parent != nullptr && !detached) // a one-node platform is the node's zone alone
     b.zone->set_parent(parent);
   b.group         = &g;
   b.node          = node;
@@ -112,11 +131,18 @@ void build_node(sg4::NetZone* parent, const NodeGroupSpec& g, const NodeType& ty
     out.gpus.push_back(used(local) ? b.gpus[static_cast<size_t>(local)] : nullptr);
     out.group_of_gpu.push_back(group_index);
   }
-  b.zone->seal();
-  if (parent == nullptr)
-    return;
   // The node's NICs are its links to the switch above; it needs no uplink of its own.
-  parent->add_route(b.zone->get_netpoint(), nullptr, gateway, nullptr, {}, true);
+  auto hang = [zone = b.zone, parent, gateway, detached] {
+    if (detached)
+      zone->set_parent(parent);
+    zone->seal();
+    if (parent != nullptr)
+      parent->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {}, true);
+  };
+  if (detached)
+    hang_later->push_back(hang);
+  else
+    hang();
 }
 
 } // namespace
@@ -136,13 +162,17 @@ BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& 
   BuiltPlatform out;
   // Every node of a group asks for its GPUs' host link; the device file is read once per group.
   std::vector<std::optional<double>> host_link_Bps(spec.node_groups.size());
+  const FabricBuilder& fabric_builder =
+      FabricRegistry::get(spec.network.topology, "platform.network.topology");
+  std::vector<std::function<void()>> hang_later; // node zones to hang once the fabric is built
   auto build_one = [&](sg4::NetZone* parent, const NodePort& port) {
     const std::string path = fmt::format("platform.node_groups[{}]", port.group_index);
     auto& host_link        = host_link_Bps[static_cast<size_t>(port.group_index)];
     if (!host_link)
       host_link = host_link_bandwidth(*port.group, path);
     build_node(parent, *port.group, NodeTypeRegistry::get(port.group->intra_node.type, path + ".intra_node.type"),
-               *host_link, port.node, port.group_index, in_use, host_side, out);
+               *host_link, port.node, port.group_index, in_use, host_side, out,
+               fabric_builder.nodes_hung_last ? &hang_later : nullptr);
   };
   if (ports.size() == 1) {
     build_one(nullptr, ports[0]);
@@ -169,7 +199,9 @@ BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& 
     placed.at(static_cast<size_t>(ports.at(static_cast<size_t>(node)).first_gpu + local)) = gpu;
     return gpu;
   };
-  FabricRegistry::get(spec.network.topology, "platform.network.topology").build(fabric);
+  fabric_builder.build(fabric);
+  for (const auto& hang : hang_later)
+    hang();
   out.gpus.resize(static_cast<size_t>(total_gpus), nullptr);
   for (size_t g = 0; g < placed.size(); ++g)
     if (placed[g] != nullptr)

@@ -64,7 +64,19 @@ struct FabricBuild {
 
 struct FabricBuilder {
   std::function<void(FabricBuild& build)> build;
+  // The node zones that node(n, star) builds are hung in their stars only once the fabric has
+  // built everything (the fabric adds no route to a node's own zone): see detached_full_zone.
+  bool nodes_hung_last = false;
 };
+
+// A full zone not yet hung in the zone tree, with the models it would take from `like` there
+// (SimGrid's set_parent copies them): filled while detached, then hung with set_parent. SimGrid
+// 3.32 checks every new link's and host's name against every zone in the tree
+// (NetZoneImpl::create_link: Engine::link_by_name_or_null walks it), so filling zones that
+// already hang there costs links × zones: 18 s for 8,192 GPUs in their own zones, minutes for
+// 16,384. Filled detached and hung once all are built, the names and the order the links and
+// hosts are created in stay the same.
+simgrid::s4u::NetZone* detached_full_zone(const std::string& name, const simgrid::s4u::NetZone* like);
 using FabricRegistry = Registry<FabricBuilder>;
 
 // SimGrid's network model settings for GPU interconnects; call before building.

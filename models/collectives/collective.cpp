@@ -360,26 +360,62 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
   const bool per_peer = !g.rings.empty();
   auto peer_key = [n, K](int m, int k, int peer) { return (static_cast<long long>(m) * K + k) * n + peer; };
   // Lanes that rotate the first `walked` inside every node take as long as those (a tree over
-  // 1,024 GPUs: 2 lanes walked of 16). Over all rotations a member plays every place of its
-  // node once, so the flows it starts over all lanes are its node's over the walked ones.
-  int walked = lanes;
-  if (paths_by_node && a.rotated_lanes && !per_peer && g.per_node > 1) {
+  // 1,024 GPUs: 2 lanes walked of 16) where each rotated pair's path costs what the pair it
+  // rotates costs: always on paths by node; on measured paths (a platform's), checked pair by
+  // pair. Over all rotations a member plays every place of its node once, so the flows it starts
+  // over all lanes are its node's over the walked ones.
+  int walked       = lanes;
+  bool check_paths = false;
+  if (a.rotated_lanes && !per_peer && g.per_node > 1) {
     const int d = a.rotated_lanes(op, g, bytes);
-    if (d > 0 && d < lanes && lanes == d * g.per_node)
-      walked = d;
+    if (d > 0 && d < lanes && lanes == d * g.per_node) {
+      walked      = d;
+      check_paths = !paths_by_node;
+    }
   }
-  for (int lane = 0; lane < walked; ++lane)
-    for (int m = 0; m < n; ++m)
-      for (int k = 0; k < K; ++k) {
-        const CollectiveStep s = a.step(op, g, bytes, lane, m, k);
-        for (int q = 0; q < s.sends; ++q) {
-          ++share[slot(m, k)][static_cast<size_t>(across(m, s.send_to[static_cast<size_t>(q)]))];
-          if (per_peer)
-            ++to_peer[peer_key(m, k, s.send_to[static_cast<size_t>(q)])];
+  std::vector<long long> pairs; // the walked lanes' sends, sender * n + receiver, to check
+  auto count_flows = [&](int counted) {
+    for (auto& s : share)
+      s = {0, 0, 0, 0};
+    for (int lane = 0; lane < counted; ++lane)
+      for (int m = 0; m < n; ++m)
+        for (int k = 0; k < K; ++k) {
+          const CollectiveStep s = a.step(op, g, bytes, lane, m, k);
+          for (int q = 0; q < s.sends; ++q) {
+            const int to = s.send_to[static_cast<size_t>(q)];
+            ++share[slot(m, k)][static_cast<size_t>(across(m, to))];
+            if (per_peer)
+              ++to_peer[peer_key(m, k, to)];
+            if (check_paths)
+              pairs.push_back(static_cast<long long>(m) * n + to);
+          }
+          for (int q = 0; q < s.recvs; ++q)
+            ++share[slot(m, k)][2 + static_cast<size_t>(across(m, s.recv_from[static_cast<size_t>(q)]))];
         }
-        for (int q = 0; q < s.recvs; ++q)
-          ++share[slot(m, k)][2 + static_cast<size_t>(across(m, s.recv_from[static_cast<size_t>(q)]))];
+  };
+  count_flows(walked);
+  if (check_paths) {
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    auto rotated = [&g](int m, int r) {
+      const auto& members = g.node_members[static_cast<size_t>(g.node_of_member[static_cast<size_t>(m)])];
+      return members[static_cast<size_t>((g.local_rank[static_cast<size_t>(m)] + r) % g.per_node)];
+    };
+    bool alike = true;
+    for (size_t i = 0; i < pairs.size() && alike; ++i) {
+      const int x = static_cast<int>(pairs[i] / n), y = static_cast<int>(pairs[i] % n);
+      const PathCost p = path(x, y);
+      for (int r = 1; r < g.per_node && alike; ++r) {
+        const PathCost q = path(rotated(x, r), rotated(y, r));
+        alike            = q.latency_s == p.latency_s && q.bandwidth_Bps == p.bandwidth_Bps;
       }
+    }
+    if (!alike) {
+      walked      = lanes;
+      check_paths = false;
+      count_flows(lanes);
+    }
+  }
   if (walked < lanes)
     for (const auto& members : g.node_members)
       for (int k = 0; k < K; ++k) {

@@ -133,9 +133,10 @@ double bytes_received_per_member(const CollectiveAlgorithm& a, CollectiveOp op, 
 // path), a transfer taking the path latency plus its bytes over the path bandwidth, shared with
 // the flows of the same kind (inside the node, or across nodes) that the member starts (receives)
 // in the same step on every lane, since those leave (enter) through the same link. Used by the
-// analytic network fidelity and by "auto". `paths_by_node`: the caller's `path` depends only on
-// whether the two members share a node (g.intra, g.inter), so that rotated lanes
-// (CollectiveAlgorithm::rotated_lanes) need not be walked.
+// analytic network fidelity and by "auto". Rotated lanes (CollectiveAlgorithm::rotated_lanes)
+// are not walked where their pairs' paths cost what the pairs they rotate cost: checked pair by
+// pair, unless `paths_by_node` says that the caller's `path` depends only on whether the two
+// members share a node (g.intra, g.inter).
 double uncontended_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes,
                            const std::function<PathCost(int member_a, int member_b)>& path, bool paths_by_node = false);
 

@@ -76,7 +76,7 @@ int main(int argc, char** argv)
   app.add_flag("--no-tables", skip_tables, "skip the collective tables (stepsim collective)");
   app.add_option("--set", sets, "override a field in every scenario (not the sweep), path=value, e.g. "
                                "simulation.comm_compute_interference=false to time a model's cost");
-  app.add_option("-j", sweep_jobs, "worker processes for the sweep (default 2)")->check(CLI::Range(1, 64));
+  app.add_option("-j", sweep_jobs, "worker processes for the sweep and the collective tables (default 2)")->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
 
   const std::string gpt3    = source_path("configs/scenarios/default.json");
@@ -128,23 +128,29 @@ int main(int argc, char** argv)
   // 1,024 GPUs, as `stepsim collective --preset dgx-a100-superpod --nodes 128 [--algorithm ring]`
   // times it: the ring with its first member replayed for all and the tuner's protocol choice in
   // closed form; NCCL's own choice, `auto`, which runs the tree across these nodes (timed by its
-  // closed form over more than 256 GPUs, tools/driver/collective_bench.hpp).
+  // closed form over more than 256 GPUs, tools/driver/collective_bench.hpp). Then `auto` on
+  // 16,384 GPUs (2,048 nodes), issue 17's second figure. The sizes are timed -j at a time, as
+  // `stepsim collective -j` does.
   if (!skip_tables) {
-    const Scenario superpod = platform_scenario("dgx-a100-superpod", "", 128);
-    const auto members      = benchmark_group(superpod.platform, 0, false);
-    for (const char* algorithm : {"ring", "auto"}) {
-      auto start = std::chrono::steady_clock::now();
+    struct Table {
+      int nodes;
+      const char* algorithm;
+    };
+    for (const Table t : {Table{128, "ring"}, Table{128, "auto"}, Table{2048, "auto"}}) {
+      const Scenario superpod = platform_scenario("dgx-a100-superpod", "", t.nodes);
+      const auto members      = benchmark_group(superpod.platform, 0, false);
       std::vector<double> all;
       for (double bytes = 8; bytes <= 8.0 * (1ull << 30); bytes *= 2)
         all.push_back(bytes);
-      const int sizes = static_cast<int>(all.size());
-      time_collectives(superpod.platform, members, CollectiveOp::AllReduce, all, algorithm);
+      auto start = std::chrono::steady_clock::now();
+      time_collectives(superpod.platform, members, CollectiveOp::AllReduce, all, t.algorithm, false, "auto",
+                       sweep_jobs);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      fmt::print("\n{} all-reduce table, {} GPUs: {} sizes (8 B to 8 GiB) in {:.1f} s wall\n", algorithm,
-                 members.size(), sizes, wall);
-      table += fmt::format("\nAll-reduce table with `{}` (`stepsim collective --preset dgx-a100-superpod --nodes 128 "
-                           "--algorithm {}`): {} GPUs, {} sizes from 8 B to 8 GiB in {:.1f} s wall.\n",
-                           algorithm, algorithm, members.size(), sizes, wall);
+      fmt::print("\n{} all-reduce table, {} GPUs: {} sizes (8 B to 8 GiB) in {:.1f} s wall with -j {}\n",
+                 t.algorithm, members.size(), all.size(), wall, sweep_jobs);
+      table += fmt::format("\nAll-reduce table with `{}` (`stepsim collective --preset dgx-a100-superpod --nodes {} "
+                           "--algorithm {} -j {}`): {} GPUs, {} sizes from 8 B to 8 GiB in {:.1f} s wall.\n",
+                           t.algorithm, t.nodes, t.algorithm, sweep_jobs, members.size(), all.size(), wall);
     }
   }
 

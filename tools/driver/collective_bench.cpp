@@ -1,4 +1,5 @@
 #include "tools/driver/collective_bench.hpp"
+#include "tools/driver/process_pool.hpp"
 
 #include "topologies/collective_groups.hpp"
 
@@ -25,6 +26,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 
@@ -99,7 +101,8 @@ double bus_bandwidth_factor(CollectiveOp op, int n)
 
 void time_collectives(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
                       const std::vector<double>& sizes, const std::string& algorithm, bool analytic_network,
-                      const std::string& protocol, const std::function<void(size_t, const CollectiveTime&)>& row)
+                      const std::string& protocol, const std::function<void(size_t, const CollectiveTime&)>& row,
+                      int jobs)
 {
   if (sizes.empty())
     return;
@@ -125,41 +128,56 @@ void time_collectives(const PlatformSpec& platform, const std::vector<int>& memb
           emit(nlohmann::json{{"error", e.what()}}.dump());
           return;
         }
-        for (double bytes : sizes)
-          emit(run_in_child([&] {
-            nlohmann::json result;
+        auto time_one = [&](double bytes) {
+          nlohmann::json result;
+          try {
+            // The first member stands for the group, as a reduced-fidelity step does (its
+            // peers' flows as shadows where they share links), where its collective moves as
+            // one transfer per lane: an algorithm whose every member sends to one peer every
+            // step (a ring). Otherwise (a tree: the lone member would not wait for the members
+            // it stands for), or where one member cannot stand for the others, every member
+            // runs. Both workloads hold the same group, so the algorithm that runs is known
+            // from the measured paths before either is replayed.
+            const Workload lone  = collective_workload(platform, members, op, bytes, true);
+            const Workload every = collective_workload(platform, members, op, bytes, false);
+            ReplayOptions options;
+            options.analytic_network          = analytic_network;
+            options.collective_base_latency_s = links.collective_base_latency_s;
+            CollectiveTiming timing(every, built.gpus, chosen, true); // for the group's shape alone
+            const CollectiveAlgorithm& runs = concrete_algorithm(chosen, op, timing.shape(0), bytes);
+            const bool uniform              = runs.uniform_steps && runs.uniform_steps(op, timing.shape(0));
+            const bool closed_form = !analytic_network && !uniform && non_blocking && members.size() > kFlowMembers;
+            options.analytic_network = analytic_network || closed_form;
+            result["closed_form"]    = closed_form;
+            ReplayResult r;
             try {
-              // The first member stands for the group, as a reduced-fidelity step does (its
-              // peers' flows as shadows where they share links), where its collective moves as
-              // one transfer per lane: an algorithm whose every member sends to one peer every
-              // step (a ring). Otherwise (a tree: the lone member would not wait for the members
-              // it stands for), or where one member cannot stand for the others, every member
-              // runs. Both workloads hold the same group, so the algorithm that runs is known
-              // from the measured paths before either is replayed.
-              const Workload lone  = collective_workload(platform, members, op, bytes, true);
-              const Workload every = collective_workload(platform, members, op, bytes, false);
-              ReplayOptions options;
-              options.analytic_network          = analytic_network;
-              options.collective_base_latency_s = links.collective_base_latency_s;
-              CollectiveTiming timing(every, built.gpus, chosen, true); // for the group's shape alone
-              const CollectiveAlgorithm& runs = concrete_algorithm(chosen, op, timing.shape(0), bytes);
-              const bool uniform              = runs.uniform_steps && runs.uniform_steps(op, timing.shape(0));
-              const bool closed_form = !analytic_network && !uniform && non_blocking && members.size() > kFlowMembers;
-              options.analytic_network = analytic_network || closed_form;
-              result["closed_form"]    = closed_form;
-              ReplayResult r;
-              try {
-                r = replay(uniform && !options.analytic_network ? lone : every, built.gpus, chosen, options);
-              } catch (const SymmetryBroken&) {
-                r = replay(every, built.gpus, chosen, options);
-              }
-              result["seconds"]   = r.end_s;
-              result["algorithm"] = r.collective_algorithms[collective_name(op)];
-            } catch (const std::exception& e) {
-              result["error"] = e.what();
+              r = replay(uniform && !options.analytic_network ? lone : every, built.gpus, chosen, options);
+            } catch (const SymmetryBroken&) {
+              r = replay(every, built.gpus, chosen, options);
             }
-            return result.dump();
-          }));
+            result["seconds"]   = r.end_s;
+            result["algorithm"] = r.collective_algorithms[collective_name(op)];
+          } catch (const std::exception& e) {
+            result["error"] = e.what();
+          }
+          return result.dump();
+        };
+        // Rows go back in the order of `sizes`, whichever grandchild ends first.
+        std::vector<size_t> items(sizes.size());
+        for (size_t i = 0; i < items.size(); ++i)
+          items[i] = i;
+        std::map<size_t, std::string> ended;
+        size_t emitted = 0;
+        run_in_processes(
+            items, std::max(1, jobs), [&](size_t i) { return time_one(sizes[i]); },
+            [&](size_t i, std::string text) {
+              ended[i] = text.empty() ? nlohmann::json{{"error", "the simulation process died"}}.dump() : std::move(text);
+              for (auto at = ended.find(emitted); at != ended.end(); at = ended.find(emitted)) {
+                emit(at->second);
+                ended.erase(at);
+                ++emitted;
+              }
+            });
       },
       [&](const std::string& line) {
         const auto out = nlohmann::json::parse(line);
@@ -180,11 +198,12 @@ void time_collectives(const PlatformSpec& platform, const std::vector<int>& memb
 std::vector<CollectiveTime> time_collectives(const PlatformSpec& platform, const std::vector<int>& members,
                                              CollectiveOp op, const std::vector<double>& sizes,
                                              const std::string& algorithm, bool analytic_network,
-                                             const std::string& protocol)
+                                             const std::string& protocol, int jobs)
 {
   std::vector<CollectiveTime> out;
-  time_collectives(platform, members, op, sizes, algorithm, analytic_network, protocol,
-                   [&](size_t, const CollectiveTime& t) { out.push_back(t); });
+  time_collectives(
+      platform, members, op, sizes, algorithm, analytic_network, protocol,
+      [&](size_t, const CollectiveTime& t) { out.push_back(t); }, jobs);
   return out;
 }
 

@@ -53,17 +53,19 @@ struct CollectiveTime {
 CollectiveTime time_collective(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
                                double bytes, const std::string& algorithm, bool analytic_network = false,
                                const std::string& protocol = "auto");
-// The same for each of `sizes` in turn, handed to `row` (its index in `sizes`, its time) as each
-// is timed: one child process builds the platform once and forks a grandchild per size (SimGrid
-// runs one engine per process), where building a 1,024-GPU platform for every size took a tenth
-// of nccl-tests' table. Throws as time_collective does, at the first size that fails.
+// The same for each of `sizes`, handed to `row` (its index in `sizes`, its time) in the order of
+// `sizes` as each is timed: one child process builds the platform once and forks a grandchild per
+// size (SimGrid runs one engine per process), `jobs` of them at a time; building a 1,024-GPU
+// platform for every size took a tenth of nccl-tests' table. The times do not depend on `jobs`.
+// Throws as time_collective does, at the first size that fails.
 void time_collectives(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
                       const std::vector<double>& sizes, const std::string& algorithm, bool analytic_network,
-                      const std::string& protocol, const std::function<void(size_t, const CollectiveTime&)>& row);
+                      const std::string& protocol, const std::function<void(size_t, const CollectiveTime&)>& row,
+                      int jobs = 1);
 std::vector<CollectiveTime> time_collectives(const PlatformSpec& platform, const std::vector<int>& members,
                                              CollectiveOp op, const std::vector<double>& sizes,
                                              const std::string& algorithm, bool analytic_network = false,
-                                             const std::string& protocol = "auto");
+                                             const std::string& protocol = "auto", int jobs = 1);
 
 // The platform of a preset (configs/platforms/NAME.json) or of a platform file, both
 // {"platform": {...}}, as a scenario whose only job is to carry it (`stepsim collective

@@ -32,6 +32,7 @@ struct CollectiveOptions {
   std::vector<std::string> sets;
   int gpus    = 0;
   int nodes   = 0;
+  int jobs    = 1;
   bool stride = false;
 };
 
@@ -165,7 +166,7 @@ int run(const CollectiveOptions& o)
                            {"closed_form", timed.closed_form}});
     closed_forms += timed.closed_form ? 1 : 0;
   };
-  time_collectives(s.platform, members, *op, sizes, algorithm, network == "analytic", protocol, print_row);
+  time_collectives(s.platform, members, *op, sizes, algorithm, network == "analytic", protocol, print_row, o.jobs);
   if (table && closed_forms > 0)
     fmt::print("# (closed form): a tree over more than {} GPUs on a non-blocking fabric is timed by its closed form "
                "on the members' own links, not flow by flow (--network analytic does so for every size)\n",
@@ -201,6 +202,8 @@ std::function<int()> setup(CLI::App& sub)
                  "published nccl-tests cases (configs/calibration/nccl_tests_published.json): time each on its preset "
                  "and print the bus bandwidth error per case (>= 64 MiB and 8 KiB-1 MiB)");
   sub.add_option("--case", o->compare_case, "with --compare: only the cases whose name contains this");
+  sub.add_option("-j,--jobs", o->jobs, "worker processes: sizes timed at once, each in a process of its own (default 1); the table does not depend on it")
+      ->check(CLI::Range(1, 64));
   sub.footer("Examples:\n  stepsim collective configs/scenarios/default.json --gpus 8 --sizes 1MB,16MB,256MB\n"
              "  stepsim collective --preset dgx-a100 --nodes 2 --min 8KB --max 1GiB --json rows.json\n"
              "  stepsim collective configs/scenarios/default.json --stride --op all_gather --algorithm direct\n"

@@ -116,7 +116,7 @@ const bool registered = FabricRegistry::add(
     "fat_tree",
     "fat-tree of 2 or 3 levels: leaf switches of leaf_radix NICs (and pods of pod_radix leaves), uplinks thinned by "
     "oversubscription",
-    FabricBuilder{build_fat_tree});
+    FabricBuilder{build_fat_tree, true}); // its nodes hung last: it routes to the leaves, not into the nodes
 
 } // namespace
 } // namespace stepsim

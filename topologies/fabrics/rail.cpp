@@ -26,6 +26,10 @@
 //
 // The node's switch is modelled as a non-blocking NVSwitch whatever intra_node.type says (the
 // rail clusters in the field are NVSwitch nodes), and the node's CPU host is not built here.
+//
+// The (node, NIC) zones are filled detached and hung in their rails once all are built
+// (detached_full_zone, topologies/platform.hpp): filled where they hang, SimGrid's name checks
+// cost links × zones.
 #include "topologies/platform.hpp"
 #include "topologies/fabrics/switch_port.hpp"
 
@@ -52,6 +56,15 @@ struct RailLeaf {
 struct NicZone {
   sg4::NetZone* zone = nullptr;
   NetPoint* nvlink   = nullptr; // where the node's other NICs' GPUs are reached from (bypass routes)
+  RailLeaf* leaf     = nullptr; // the rail it hangs in
+  NetPoint* nic      = nullptr; // its gateway to the rail
+};
+
+// What is left to do for a node once every zone is filled: hang its NIC zones in their rails,
+// and join them over the NVSwitch (`nvswitch`, null when not).
+struct NodeZones {
+  std::vector<NicZone> nic_zones;
+  sg4::Link* nvswitch = nullptr;
 };
 
 void build_rail(FabricBuild& build)
@@ -59,6 +72,7 @@ void build_rail(FabricBuild& build)
   const auto& net = build.spec.network;
   auto* spine     = sg4::create_star_zone("spine");
   std::map<std::pair<int, int>, RailLeaf> leaves; // (unit, rail)
+  std::vector<NodeZones> nodes;
 
   for (const auto& port : build.nodes) {
     const NodeGroupSpec& g = *port.group;
@@ -83,8 +97,7 @@ void build_rail(FabricBuild& build)
         leaf.zone->set_parent(spine);
         leaf.port = add_switch_port(leaf.zone, fmt::format("su{}-rail{}", unit, k));
       }
-      auto* zone = sg4::create_full_zone(fmt::format("node{}-rail{}", n, k));
-      zone->set_parent(leaf.zone);
+      auto* zone   = detached_full_zone(fmt::format("node{}-rail{}", n, k), leaf.zone);
       auto* nic    = zone->create_router(fmt::format("node{}-nic{}", n, k));
       auto* nvport = nvlinks ? zone->create_router(fmt::format("node{}-rail{}-{}", n, k, g.intra_node.type)) : nullptr;
       // Half the NIC-to-NIC latency on each end, so any two NICs are nic.latency apart.
@@ -116,21 +129,31 @@ void build_rail(FabricBuild& build)
         }
         gpus.emplace_back(gpu, nvlink);
       }
-      zone->seal();
-      leaf.zone->add_route(zone->get_netpoint(), nullptr, nic, nullptr, {}, true);
-      nic_zones.push_back(NicZone{zone, nvport});
+      nic_zones.push_back(NicZone{zone, nvport, &leaf, nic});
     }
+    nodes.push_back(NodeZones{nic_zones, nullptr});
     if (nic_zones.size() < 2 || !nvlinks)
       continue;
     // The NVSwitch between GPUs behind different NICs: non-blocking, so a FATPIPE (each flow up to
     // the GPU's NVLink bandwidth, which its own links already limit) that adds no latency.
     auto* nvswitch = spine->create_link(fmt::format("node{}-{}", n, g.intra_node.type), g.intra_node.bandwidth_Bps);
     nvswitch->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)->set_latency(0)->seal();
-    for (const auto& a : nic_zones)
-      for (const auto& b : nic_zones)
+    nodes.back().nvswitch = nvswitch;
+  }
+  // Every zone filled: each hung in its rail, in the order it was built.
+  for (const auto& node : nodes) {
+    for (const auto& z : node.nic_zones) {
+      z.zone->set_parent(z.leaf->zone);
+      z.zone->seal();
+      z.leaf->zone->add_route(z.zone->get_netpoint(), nullptr, z.nic, nullptr, {}, true);
+    }
+    if (node.nvswitch == nullptr)
+      continue;
+    for (const auto& a : node.nic_zones)
+      for (const auto& b : node.nic_zones)
         if (a.zone != b.zone)
           spine->add_bypass_route(a.zone->get_netpoint(), b.zone->get_netpoint(), a.nvlink, b.nvlink,
-                                  {sg4::LinkInRoute(nvswitch)});
+                                  {sg4::LinkInRoute(node.nvswitch)});
   }
   for (const auto& [key, leaf] : leaves) {
     if (leaf.zone == nullptr)

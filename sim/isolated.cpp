@@ -22,36 +22,63 @@ void die_with_parent(int parent_pid)
     _exit(1);
 }
 
-std::string run_in_child(const std::function<std::string()>& body, long* peak_rss_kb)
+namespace {
+
+std::string read_all(int fd)
 {
-  int fds[2];
+  std::string text;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof buffer)) > 0)
+    text.append(buffer, static_cast<size_t>(n));
+  return text;
+}
+
+// False when the descriptor takes no more (the reader has gone).
+bool write_all(int fd, const std::string& text)
+{
+  size_t written = 0;
+  while (written < text.size()) {
+    ssize_t n = write(fd, text.data() + written, text.size() - written);
+    if (n <= 0)
+      return false;
+    written += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Forks a child that dies with this process, and a pipe from it: in the child `fds[1]` is its
+// end to write (0 returned), here `fds[0]` is the end to read (the child's pid returned).
+pid_t fork_with_pipe(int fds[2])
+{
   if (pipe(fds) != 0)
     throw std::runtime_error("cannot create a pipe for the simulation process");
   std::fflush(nullptr); // else the child would write the parent's buffered output a second time
   const pid_t parent = getpid();
-  pid_t pid          = fork();
+  const pid_t pid    = fork();
   if (pid < 0)
     throw std::runtime_error("cannot fork the simulation process");
   if (pid == 0) {
     die_with_parent(parent);
     close(fds[0]);
-    std::string text = body();
-    size_t written   = 0;
-    while (written < text.size()) {
-      ssize_t n = write(fds[1], text.data() + written, text.size() - written);
-      if (n <= 0)
-        break;
-      written += static_cast<size_t>(n);
-    }
+    return 0;
+  }
+  close(fds[1]);
+  return pid;
+}
+
+} // namespace
+
+std::string run_in_child(const std::function<std::string()>& body, long* peak_rss_kb)
+{
+  int fds[2];
+  const pid_t pid = fork_with_pipe(fds);
+  if (pid == 0) {
+    write_all(fds[1], body());
     close(fds[1]);
     _exit(0);
   }
-  close(fds[1]);
-  std::string text;
-  char buffer[65536];
-  ssize_t n;
-  while ((n = read(fds[0], buffer, sizeof buffer)) > 0)
-    text.append(buffer, static_cast<size_t>(n));
+  const std::string text = read_all(fds[0]);
   close(fds[0]);
   int status = 0;
   struct rusage usage {};
@@ -67,32 +94,17 @@ void run_in_child_lines(const std::function<void(const std::function<void(const 
                         const std::function<void(const std::string&)>& on_line)
 {
   int fds[2];
-  if (pipe(fds) != 0)
-    throw std::runtime_error("cannot create a pipe for the simulation process");
-  std::fflush(nullptr);
-  const pid_t parent = getpid();
-  pid_t pid          = fork();
-  if (pid < 0)
-    throw std::runtime_error("cannot fork the simulation process");
+  const pid_t pid = fork_with_pipe(fds);
   if (pid == 0) {
-    die_with_parent(parent);
-    close(fds[0]);
     auto emit = [&](const std::string& line) {
-      const std::string text = line + "\n";
-      size_t written         = 0;
-      while (written < text.size()) {
-        ssize_t n = write(fds[1], text.data() + written, text.size() - written);
-        if (n <= 0)
-          _exit(1);
-        written += static_cast<size_t>(n);
-      }
+      if (!write_all(fds[1], line + "\n"))
+        _exit(1);
     };
     body(emit);
     emit(""); // the end: an empty line, which `emit` is never handed otherwise
     close(fds[1]);
     _exit(0);
   }
-  close(fds[1]);
   std::string pending;
   char buffer[65536];
   ssize_t n;
@@ -124,29 +136,6 @@ void run_in_child_lines(const std::function<void(const std::function<void(const 
   if (!ended)
     throw std::runtime_error(fmt::format("the simulation process died (status {})", status));
 }
-
-namespace {
-std::string read_all(int fd)
-{
-  std::string text;
-  char buffer[65536];
-  ssize_t n;
-  while ((n = read(fd, buffer, sizeof buffer)) > 0)
-    text.append(buffer, static_cast<size_t>(n));
-  return text;
-}
-
-void write_all(int fd, const std::string& text)
-{
-  size_t written = 0;
-  while (written < text.size()) {
-    ssize_t n = write(fd, text.data() + written, text.size() - written);
-    if (n <= 0)
-      break;
-    written += static_cast<size_t>(n);
-  }
-}
-} // namespace
 
 DeferredChild::DeferredChild(std::function<std::string(const std::string&)> body)
 {

@@ -104,10 +104,11 @@ struct CollectiveAlgorithm {
   // Set where the lanes are rotations of their first d: there are d × (members per node) lanes,
   // and lane l runs lane l % d with the members of every node rotated by l / d places (the
   // tree's channels, each starting its nodes' chains at another member). Returns d, or 0 where
-  // that does not hold. On paths that depend only on whether two members share a node, a
-  // rotated lane takes exactly as long as the lane it rotates, and the flows a member starts
-  // over all lanes are those its whole node starts over the first d: uncontended_seconds then
-  // walks d lanes instead of all of them. null = never.
+  // that does not hold. Where every rotated pair's path costs what its pair costs (always on
+  // paths that depend only on whether two members share a node), a rotated lane takes exactly as
+  // long as the lane it rotates, and the flows a member starts over all lanes are those its whole
+  // node starts over the first d: uncontended_seconds then walks d lanes instead of all of them.
+  // null = never.
   std::function<int(CollectiveOp op, const GroupShape& g, double bytes)> rotated_lanes{};
 };
 

@@ -34,7 +34,8 @@ CollectiveTiming::CollectiveTiming(const Workload& w, const std::vector<sg4::Hos
   for (const auto& [key, sizes] : sizes_) {
     std::set<const sg4::Link*> all;
     // Every collective is timed by its closed form whatever links it shares (find_analytic): its
-    // links are not looked for (every member's every step, a tenth of a 16,384-GPU table).
+    // links are not looked for (every member's every step of every lane: on a tree over 4,096
+    // GPUs, 29 % of the time of one size of nccl-tests' table).
     if (all_analytic_) {
       links_[key] = {};
       continue;

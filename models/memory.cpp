@@ -2,23 +2,33 @@
 
 #include <algorithm>
 
+#include "sim/core/framework.hpp"
+
 namespace stepsim {
 
 namespace {
 
 // What ZeRO-3 / FSDP and ZeRO-Offload change, on top of the ZeRO paper's accounting (`m` already
 // holds it): gathered parameters and the unit gradient waiting for its reduce-scatter, and the
-// optimizer states that live on the host. `largest_unit`: parameters of the stage's largest unit
+// optimizer states that live on the host. `f.largest_unit`: parameters of the stage's largest unit
 // (a layer, or the embedding or head), per rank.
-void sharded_data_parallel(const Scenario& s, double psi, double e, double largest_unit, MemoryBreakdown& m)
+void sharded_data_parallel(const Scenario& s, double psi, double e, const ModelFootprint& f, MemoryBreakdown& m)
 {
   const int dp = s.parallelism.data * s.parallelism.context;
   if (s.parallelism.zero_stage >= 3 && dp > 1) {
-    if (s.parallelism.reshard_after_forward) // the unit in use and the prefetched next one
-      m.buffers = 2 * largest_unit * e + largest_unit * e;
+    const bool per_tensor = FrameworkRegistry::get(s.training.framework, "training.framework").gather_per_tensor;
+    if (per_tensor && f.largest_tensor > 0)
+      // Gathered tensor by tensor (DeepSpeed 2021), a layer is never whole: the largest tensor in
+      // use, the flat buffer PyTorch's list-form all_gather gathers it into before copying it out
+      // (ProcessGroupNCCL.cpp, allgather), and a gradient of that size waiting for its
+      // reduce-scatter. Prefetching is bounded by stage3_prefetch_bucket_size, 5e7 elements
+      // (deepspeed/runtime/zero/config.py), below one such tensor on the models that need ZeRO-3.
+      m.buffers = 3 * f.largest_tensor * e;
+    else if (s.parallelism.reshard_after_forward) // the unit in use and the prefetched next one
+      m.buffers = 2 * f.largest_unit * e + f.largest_unit * e;
     else { // the stage stays gathered between forward and backward
       m.weights += psi * e;
-      m.buffers = largest_unit * e;
+      m.buffers = f.largest_unit * e;
     }
   }
   if (s.parallelism.offload_optimizer) // fp32 master weights and moments live in host memory
@@ -54,7 +64,7 @@ MemoryBreakdown zero_memory(const Scenario& s, const ModelFootprint& f, int weig
   m.activations = f.activations;
   if (dp > 1)
     m.buffers = std::min(s.parallelism.bucket_bytes, m.gradients); // a bucket never holds more than the gradients
-  sharded_data_parallel(s, psi, e, f.largest_unit, m);
+  sharded_data_parallel(s, psi, e, f, m);
   return m;
 }
 

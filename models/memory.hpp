@@ -16,6 +16,7 @@ struct ModelFootprint {
   double parameters = 0;        // held by one rank of the stage (experts included)
   double expert_parameters = 0; // of which a MoE's experts, sharded over their own group
   double largest_unit = 0;      // parameters of the largest unit ZeRO-3 gathers at once
+  double largest_tensor = 0;    // of its largest tensor, for a framework that gathers tensor by tensor (0: unknown)
   double activations = 0;       // bytes kept for the micro-batches in flight
   double element_bytes = 2;     // weights and gradients, per parameter
   double optimizer_bytes_per_parameter = 12; // master weights and optimizer states

@@ -240,8 +240,8 @@ TEST_CASE("DeepSpeed ZeRO-3 (2021) fetches each unit synchronously: a gather sta
   CHECK(out["exposed"].get<double>() >= gathering);
 }
 
-TEST_CASE("DeepSpeed ZeRO-3 (2021) gathers tensor by tensor, again after a recomputed forward, and pays one copy "
-          "per rank of each list-form collective",
+TEST_CASE("DeepSpeed ZeRO-3 (2021) gathers tensor by tensor, again after a recomputed forward, and pays its host "
+          "calls per rank of each list-form collective",
           "[data_parallel][fsdp]")
 {
   const int n = 4, m = 2;
@@ -264,7 +264,8 @@ TEST_CASE("DeepSpeed ZeRO-3 (2021) gathers tensor by tensor, again after a recom
       const Work& work = w.works[static_cast<size_t>(t.work)];
       if (work.name == "all_gather_copies" || work.name == "reduce_scatter_copies") {
         REQUIRE(work.kernels.size() == 1);
-        CHECK(work.kernels.front().launches == n); // one copy per rank
+        // Four host calls per rank's entry, the copy among them (the profile's sources).
+        CHECK(work.kernels.front().launches == 4 * n);
         ++(work.name == "all_gather_copies" ? gather_copies : scatter_copies);
       }
     }

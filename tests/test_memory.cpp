@@ -87,6 +87,24 @@ TEST_CASE("weights + gradients + optimizer follow the ZeRO paper's accounting pe
   CHECK((2 + 2 + k) / paper_nd * paper_psi / 1e9 == Approx(1.875));
 }
 
+TEST_CASE("A framework that gathers tensor by tensor holds its largest tensor three times not its largest layer",
+          "[memory][zero]")
+{
+  // A small vocabulary, so that a layer is the largest unit and its fc1 (4h²) the largest tensor.
+  const int nd = 8;
+  auto j                         = testing::small_scenario(2, nd, 4);
+  j["parallelism"]["zero_stage"] = 3;
+  j["model"]["vocab_size"]       = 1000;
+  const double h = 1024, e = 2;
+  const MemoryBreakdown by_unit = stage_memory(scenario_from_json(j), 1, 1);
+  CHECK(by_unit.buffers == Approx(3 * e * gpt_layer_parameters(h)));
+  j["training"]["framework"]      = "deepspeed-zero3";
+  const MemoryBreakdown by_tensor = stage_memory(scenario_from_json(j), 1, 1);
+  // The tensor in use, PyTorch's flat buffer it is gathered into, and its gradient.
+  CHECK(by_tensor.buffers == Approx(3 * e * 4 * h * h));
+  CHECK(by_tensor.weights == Approx(by_unit.weights));
+}
+
 TEST_CASE("FSDP without resharding holds the stage's gathered weights, and ZeRO-Offload moves the optimizer to the host",
           "[memory][zero]")
 {

@@ -60,6 +60,13 @@ struct FrameworkProfile {
   // PyTorch's ProcessGroupNCCL flattens the list into one buffer and copies each rank's chunk
   // in (reduce-scatter) or out (all-gather), one copy per rank, each a launch of its own.
   bool per_rank_copies = false;
+  // Host calls made for each rank's entry of such a list, the copy's launch among them: the
+  // framework's own as it builds the list (a view per rank, ...) and PyTorch's as it copies the
+  // entry in or out (the view of the flat buffer, the copy). Each is timed as one launch (the
+  // device's kernel_overhead): the host issues them one after another between synchronous
+  // gathers, and the GPU's copies finish faster than the host issues them.
+  double gather_calls_per_rank  = 1;
+  double scatter_calls_per_rank = 1;
   // Training precisions whose gradients the framework accumulates and reduces in fp32
   // (training.gradient_precision's default); any other keeps them in the training precision.
   std::vector<std::string> fp32_gradients_for = {};

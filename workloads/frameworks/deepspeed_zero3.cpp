@@ -21,6 +21,8 @@ const bool registered = FrameworkRegistry::add(
         .persistent_parameter_elements   = 1e5,
         .gather_again_after_recompute    = true,
         .per_rank_copies                 = true,
+        .gather_calls_per_rank           = 4,
+        .scatter_calls_per_rank          = 4,
         .sources = {"gather_per_tensor: deepspeed/runtime/zero/partition_parameters.py (_all_gather: one "
                     "_allgather_param per parameter of the module being fetched; _reduce_scatter_gradients: one "
                     "_reduce_scatter_gradient per parameter), v0.3.x-v0.5",
@@ -34,6 +36,12 @@ const bool registered = FrameworkRegistry::add(
                     "over a list of world_size narrowed gradient views) and torch/csrc/distributed/c10d/"
                     "ProcessGroupNCCL.cpp (allgather: 'Copy the flattened output tensors to the outputs', one copy_ per "
                     "list entry; reduce_scatter: each input copied into the flattened buffer)",
+                    "gather_calls_per_rank: partition_parameters.py (_allgather_param: flat_tensor.narrow and "
+                    "torch.distributed.get_rank(group=...) for each of world_size partitions) and ProcessGroupNCCL.cpp "
+                    "(allgather: recordStream, outputFlattened[i][j] and copy_ for each); scatter_calls_per_rank: "
+                    "partition_parameters.py (_reduce_scatter_gradient: param.grad.view(-1).narrow for each rank) and "
+                    "ProcessGroupNCCL.cpp (reduce_scatter: inputFlattened[i][j] and copy_ for each), PyTorch 1.8; "
+                    "recordStream, a lookup under the allocator's lock, is not counted",
                     "parameter_gather_blocks_compute: deepspeed/runtime/zero/stage3.py (fetch_sub_module, 'This call "
                     "is blocking'; _synchronize_communication waits on every handle, then comm_stream.synchronize() and "
                     "torch.cuda.synchronize()) and deepspeed/runtime/zero/partition_parameters.py (_allgather_param: "

@@ -273,6 +273,19 @@ public:
     if (stage == p - 1)
       largest = std::max(largest, double(s.model.vocab_size) * s.model.hidden_size / s.parallelism.tensor);
     f.largest_unit = largest;
+    // Tensors as a framework that gathers tensor by tensor fetches them (MoE layers do not list theirs).
+    auto widest = [](const std::vector<double>& tensors) {
+      return tensors.empty() ? 0.0 : *std::max_element(tensors.begin(), tensors.end());
+    };
+    const std::vector<double> layer_tensors = layer_parameter_tensors(s.model, s.parallelism.tensor);
+    if (!layer_tensors.empty()) {
+      f.largest_tensor = s.layers_on_stage(stage) > 0 ? widest(layer_tensors) : 0.0;
+      if (stage == 0)
+        f.largest_tensor = std::max(f.largest_tensor, widest(embedding_parameter_tensors(s.model, s.parallelism.tensor)));
+      if (stage == p - 1)
+        f.largest_tensor =
+            std::max(f.largest_tensor, double(s.model.vocab_size) * s.model.hidden_size / s.parallelism.tensor);
+    }
     return f;
   }
 

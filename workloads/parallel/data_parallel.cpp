@@ -27,6 +27,8 @@ DataParallelPlan data_parallel_plan(const Scenario& s, int members)
   plan.persistent_elements          = plan.gather_per_tensor ? framework.persistent_parameter_elements : 0;
   plan.gather_again_after_recompute = plan.gather_for_backward && framework.gather_again_after_recompute;
   plan.per_rank_copies              = plan.gather_parameters && framework.per_rank_copies;
+  plan.gather_calls_per_rank        = framework.gather_calls_per_rank;
+  plan.scatter_calls_per_rank       = framework.scatter_calls_per_rank;
   // Gradients are reduced as they are accumulated: training.gradient_precision.
   plan.gradient_bytes  = gradient_element_bytes(s.training.precision, s.training.gradient_precision);
   plan.parameter_bytes = element_bytes(s.training.precision);
@@ -143,7 +145,7 @@ TaskId DataParallelLowering::gather_tensors(const ParameterUnit& unit, TaskId af
     const double bytes = elements * plan_.parameter_bytes;
     last = collective(Stream::ParamGather, CollectiveOp::AllGather, bytes, pass_, op_.micro_batch, op_.chunk, last);
     if (plan_.per_rank_copies) // out of the flat buffer into each rank's tensor of the list
-      last = per_rank_copies("all_gather_copies", bytes, pass_, last);
+      last = per_rank_copies("all_gather_copies", bytes, plan_.gather_calls_per_rank, pass_, last);
   }
   return last;
 }
@@ -157,17 +159,18 @@ void DataParallelLowering::scatter_tensors(double parameters, const std::vector<
       continue;
     const double bytes = elements * plan_.gradient_bytes;
     // Each rank's chunk of the list copied into the flat buffer first.
-    const TaskId ready = plan_.per_rank_copies ? per_rank_copies("reduce_scatter_copies", bytes, Pass::Backward, after) : after;
+    const TaskId ready = plan_.per_rank_copies ? per_rank_copies("reduce_scatter_copies", bytes, plan_.scatter_calls_per_rank, Pass::Backward, after) : after;
     reduce(Bucket{bytes, elements, ready, last}, ready);
   }
 }
 
-TaskId DataParallelLowering::per_rank_copies(const char* name, double bytes, Pass pass, TaskId after)
+TaskId DataParallelLowering::per_rank_copies(const char* name, double bytes, double calls_per_rank, Pass pass,
+                                             TaskId after)
 {
   auto [it, fresh] = copy_works_.try_emplace({name, bytes}, -1);
   if (fresh) {
     Kernel copies   = memory_kernel(name, 2 * bytes); // each chunk read and written once
-    copies.launches = n_;
+    copies.launches = n_ * calls_per_rank;
     works_.push_back(Work{name, {copies}, 0});
     it->second = static_cast<int>(works_.size() - 1);
   }

@@ -50,6 +50,8 @@ struct DataParallelPlan {
   double persistent_elements  = 0;
   bool gather_again_after_recompute = false; // FrameworkProfile
   bool per_rank_copies        = false;       // FrameworkProfile: list-form collectives
+  double gather_calls_per_rank  = 1;         // FrameworkProfile: host calls per rank's entry
+  double scatter_calls_per_rank = 1;
   double gradient_bytes       = 2;     // per element, as reduced
   double parameter_bytes      = 2;     // per element, as gathered and computed with
 };
@@ -124,7 +126,7 @@ private:
   void scatter_tensors(double parameters, const std::vector<double>* tensors, TaskId after, bool last);
   std::vector<double> moved_tensors(double parameters, const std::vector<double>* tensors) const;
   // PyTorch's copies of a list-form collective of `bytes` (the whole buffer): one per rank.
-  TaskId per_rank_copies(const char* name, double bytes, Pass pass, TaskId after);
+  TaskId per_rank_copies(const char* name, double bytes, double calls_per_rank, Pass pass, TaskId after);
   void flush_bucket();
   void reduce(const Bucket& b, TaskId ready);
 

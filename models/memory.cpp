@@ -17,7 +17,7 @@ void sharded_data_parallel(const Scenario& s, double psi, double e, const ModelF
   const int dp = s.parallelism.data * s.parallelism.context;
   if (s.parallelism.zero_stage >= 3 && dp > 1) {
     const bool per_tensor = FrameworkRegistry::get(s.training.framework, "training.framework").gather_per_tensor;
-    if (per_tensor && f.largest_tensor > 0)
+    if (per_tensor && f.largest_tensor > 0 && s.parallelism.reshard_after_forward)
       // Gathered tensor by tensor (DeepSpeed 2021), a layer is never whole: the largest tensor in
       // use, the flat buffer PyTorch's list-form all_gather gathers it into before copying it out
       // (ProcessGroupNCCL.cpp, allgather), and a gradient of that size waiting for its

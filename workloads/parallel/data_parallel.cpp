@@ -159,7 +159,10 @@ void DataParallelLowering::scatter_tensors(double parameters, const std::vector<
       continue;
     const double bytes = elements * plan_.gradient_bytes;
     // Each rank's chunk of the list copied into the flat buffer first.
-    const TaskId ready = plan_.per_rank_copies ? per_rank_copies("reduce_scatter_copies", bytes, plan_.scatter_calls_per_rank, Pass::Backward, after) : after;
+    const TaskId ready =
+        plan_.per_rank_copies
+            ? per_rank_copies("reduce_scatter_copies", bytes, plan_.scatter_calls_per_rank, Pass::Backward, after)
+            : after;
     reduce(Bucket{bytes, elements, ready, last}, ready);
   }
 }

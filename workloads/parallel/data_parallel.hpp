@@ -125,7 +125,8 @@ private:
   TaskId gather_tensors(const ParameterUnit& unit, TaskId after);
   void scatter_tensors(double parameters, const std::vector<double>* tensors, TaskId after, bool last);
   std::vector<double> moved_tensors(double parameters, const std::vector<double>* tensors) const;
-  // PyTorch's copies of a list-form collective of `bytes` (the whole buffer): one per rank.
+  // PyTorch's copies of a list-form collective of `bytes` (the whole buffer), one per rank, and
+  // the host calls around each: calls_per_rank launches per rank.
   TaskId per_rank_copies(const char* name, double bytes, double calls_per_rank, Pass pass, TaskId after);
   void flush_bucket();
   void reduce(const Bucket& b, TaskId ready);

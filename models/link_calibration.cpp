@@ -69,6 +69,12 @@ LinkEfficiency load_link_efficiency()
     step            = link.time("step_latency", 0.0);
     if (step > 1e-3)
       problems.add(link.path_of("step_latency"), "expected a per-step latency below 1 ms");
+    if (std::string(key) == "pcie" && link.has("host_staged")) {
+      e.pcie_host_staged = link.number("host_staged", std::nullopt, 0, true);
+      if (!(e.pcie_host_staged > 0) || e.pcie_host_staged > 1)
+        problems.add(link.path_of("host_staged"), "expected a fraction above 0 and no larger than 1");
+      link.text("host_staged_source");
+    }
     if (nvswitch && link.has("in_switch_reduction")) {
       e.nvls_reduction_Bps = link.bandwidth("in_switch_reduction", 0.0);
       if (!(e.nvls_reduction_Bps > 0))
@@ -170,7 +176,7 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
     for (const char* key : {"nvswitch", "nvlink", "pcie", "nic", "nic_kinds", "collective_base_latency", "protocols"})
       r.raw(key);
     // Each link entry as links.json writes it; what an entry leaves out keeps links.json's figure.
-    auto link = [&](JsonReader l, double& efficiency, double& step) {
+    auto link = [&](JsonReader l, double& efficiency, double& step, bool pcie = false) {
       efficiency = l.number("efficiency", efficiency, 0, true);
       if (efficiency > 1.0)
         problems.add(l.path_of("efficiency"), "expected a fraction no larger than 1");
@@ -180,6 +186,13 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
       l.raw("source");
       l.raw("step_latency_source");
       l.raw("notes");
+      if (pcie && l.has("host_staged")) {
+        e.pcie_host_staged = l.number("host_staged", std::nullopt, 0, true);
+        if (!(e.pcie_host_staged > 0) || e.pcie_host_staged > 1)
+          problems.add(l.path_of("host_staged"), "expected a fraction above 0 and no larger than 1");
+      }
+      if (pcie)
+        l.raw("host_staged_source");
       l.reject_unknown_keys();
     };
     if (r.has("nvswitch")) {
@@ -195,7 +208,7 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
     if (r.has("nvlink"))
       link(r.object("nvlink"), e.nvlink, e.nvlink_step_s);
     if (r.has("pcie"))
-      link(r.object("pcie"), e.pcie, e.pcie_step_s);
+      link(r.object("pcie"), e.pcie, e.pcie_step_s, true);
     if (r.has("nic")) {
       link(r.object("nic"), e.nic, e.nic_step_s);
       if (auto it = e.nic_kinds.find(nic_kind_names().front()); it != e.nic_kinds.end())

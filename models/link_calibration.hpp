@@ -36,6 +36,10 @@ struct LinkEfficiency {
   double nvswitch = 1.0; // GPU to NVSwitch (NVLink)
   double nvlink   = 1.0; // GPU to GPU over NVLink with no switch between (DGX-1's cube mesh)
   double pcie     = 1.0; // GPU to GPU through PCIe switches
+  // GPUs without peer-to-peer (node type pcie_no_p2p): what NCCL's transfers staged through host
+  // memory reach, as a fraction of the PCIe link's achieved (peer-to-peer) bandwidth; 0 = no
+  // figure (the PCIe link's own).
+  double pcie_host_staged = 0;
   double nic      = 1.0; // NIC to NIC through the cluster fabric (InfiniBand, RoCE)
   // What one step of a collective costs beyond the wire latency on each link type (NCCL's
   // per-step hwLat: the LL protocol's flag polling and the hand-off between thread blocks),

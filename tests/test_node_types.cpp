@@ -102,6 +102,13 @@ TEST_CASE("a transfer between two GPUs of a node takes its route's bottleneck an
                   "node0-gpu6-switch3_DOWN"})},
       Case{"PCIe workstation: through the CPU", one_node("pcie", 4), 0, 3, B, L,
            names({"node0-gpu0-pcie_UP", "node0-gpu3-pcie_DOWN"})},
+      // Without peer-to-peer, through the sender's buffer in host memory, at links.json's fraction.
+      Case{"PCIe without peer-to-peer: staged by the sender", one_node("pcie_no_p2p", 4), 0, 3,
+           B * link_efficiency().pcie_host_staged, L,
+           names({"node0-gpu0-pcie_UP", "node0-gpu0-host-staging_UP", "node0-gpu3-pcie_DOWN"})},
+      Case{"PCIe without peer-to-peer: the other way, by the other sender", one_node("pcie_no_p2p", 4), 3, 0,
+           B * link_efficiency().pcie_host_staged, L,
+           names({"node0-gpu3-pcie_UP", "node0-gpu3-host-staging_UP", "node0-gpu0-pcie_DOWN"})},
       Case{"NVL72: any two of 72 GPUs", one_node("nvl72", 72), 0, 71, B, L,
            names({"node0-gpu0-nvl72_UP", "node0-gpu71-nvl72_DOWN"})},
       Case{"chiplet mesh: neighbours", mesh, 5, 9, B, L, names({"node0-gpu5-gpu9-mesh_UP"})},
@@ -165,7 +172,7 @@ TEST_CASE("a ring all-reduce across chiplets pays each step's XY route", "[node_
 
 TEST_CASE("every GPU reaches its node's CPU host over its host link and the host memory", "[node_types]")
 {
-  auto type = GENERATE(as<std::string>{}, "nvswitch", "pcie", "pcie_switch", "dgx1_cube_mesh");
+  auto type = GENERATE(as<std::string>{}, "nvswitch", "pcie", "pcie_switch", "pcie_no_p2p", "dgx1_cube_mesh");
   INFO(type);
   PlatformSpec spec                              = one_node(type, 8);
   spec.node_groups[0].host.link_bandwidth_Bps    = 16e9;
@@ -191,9 +198,11 @@ TEST_CASE("every GPU reaches its node's CPU host over its host link and the host
   REQUIRE(!links.empty());
   CHECK(links.back() == "node0-cpu-memory_UP");
   // NVLink nodes: a host link of its own (16 GB/s); PCIe nodes: the GPU's PCIe link (25 GB/s here).
-  const bool pcie = type == "pcie" || type == "pcie_switch";
+  // Without peer-to-peer only GPU-to-GPU transfers stage through host memory; host traffic takes
+  // the PCIe link at its own rate.
+  const bool pcie = type == "pcie" || type == "pcie_switch" || type == "pcie_no_p2p";
   CHECK(r["bottleneck_Bps"].get<double>() == Approx(pcie ? B : 16e9));
-  CHECK(links.front() == (pcie ? (type == "pcie" ? "node0-gpu5-pcie_UP" : "node0-gpu5-switch2_UP")
+  CHECK(links.front() == (pcie ? (type == "pcie_switch" ? "node0-gpu5-switch2_UP" : "node0-gpu5-pcie_UP")
                                : "node0-gpu5-host_UP"));
 }
 

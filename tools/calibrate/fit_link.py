@@ -9,7 +9,12 @@ nccl_tests_published.json by default) and searches, golden section, the efficien
 their bus-bandwidth MAPE over those rows. Everything else stays as shipped. With --write it sets
 the entry's efficiency and source in links.json.
 
+--field names another figure of the entry to fit the same way: `host_staged` of `pcie`, the
+fraction of the PCIe link's achieved bandwidth that transfers staged through host memory reach
+(node type pcie_no_p2p), searched in (0.05, 1].
+
     python3 tools/calibrate/fit_link.py --link nvlink --preset dgx1-v100 --write
+    python3 tools/calibrate/fit_link.py --link pcie --field host_staged --preset pcie-2080ti-no-p2p --write
 """
 
 import argparse
@@ -32,6 +37,8 @@ def main():
     ap.add_argument("--cases", default=os.path.join(ROOT, "configs", "calibration", "nccl_tests_published.json"))
     ap.add_argument("--stepsim", default=os.path.join(ROOT, "build", "release", "stepsim"))
     ap.add_argument("--configs", default=os.path.join(ROOT, "configs"))
+    ap.add_argument("--field", default="efficiency", help="the entry's figure to fit: efficiency (default), or "
+                    "host_staged for pcie")
     ap.add_argument("--tolerance", type=float, default=0.002)
     ap.add_argument("--write", action="store_true", help="set the entry's efficiency in links.json")
     a = ap.parse_args()
@@ -56,8 +63,12 @@ def main():
             json.dump(dict(published, cases=chosen), f)
         env = dict(os.environ, STEPSIM_CONFIG_DIR=config_dir)
 
+        if a.field not in links[a.link]:
+            sys.exit(f"links.json's \"{a.link}\" has no figure \"{a.field}\"")
+        source_key = "source" if a.field == "efficiency" else a.field + "_source"
+
         def large_mape(efficiency):
-            links[a.link]["efficiency"] = efficiency
+            links[a.link][a.field] = efficiency
             with open(links_file, "w") as f:
                 json.dump(links, f)
             out = os.path.join(work, "compare.json")
@@ -66,19 +77,19 @@ def main():
             with open(out) as f:
                 return 100 * json.load(f)["large"]["mape"]
 
-        shipped = json.load(open(os.path.join(a.configs, "calibration", "links.json")))[a.link]["efficiency"]
+        shipped = json.load(open(os.path.join(a.configs, "calibration", "links.json")))[a.link][a.field]
         before = large_mape(shipped)
-        efficiency = golden(large_mape, 0.5, 1.0, a.tolerance)
+        efficiency = golden(large_mape, 0.5 if a.field == "efficiency" else 0.05, 1.0, a.tolerance)
         after = large_mape(efficiency)
         names = ", ".join(c["name"] for c in chosen)
-        print(f"{a.link} on {a.preset}: efficiency {shipped} -> {efficiency}; busbw MAPE over {rows} rows of "
+        print(f"{a.link} on {a.preset}: {a.field} {shipped} -> {efficiency}; busbw MAPE over {rows} rows of "
               f"64 MiB and more {before:.1f}% -> {after:.1f}% ({names})")
         if a.write:
             path = os.path.join(a.configs, "calibration", "links.json")
             with open(path) as f:
                 text = json.load(f)
-            text[a.link]["efficiency"] = efficiency
-            text[a.link]["source"] = (
+            text[a.link][a.field] = efficiency
+            text[a.link][source_key] = (
                 f"fitted by tools/calibrate/fit_link.py on the {rows} rows of 64 MiB and more of the published "
                 f"nccl-tests cases run on preset {a.preset} (configs/calibration/nccl_tests_published.json: "
                 f"{names}): busbw MAPE {after:.1f}%, against {before:.1f}% with the figure before the fit ({shipped})")

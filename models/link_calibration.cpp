@@ -69,6 +69,12 @@ LinkEfficiency load_link_efficiency()
     step            = link.time("step_latency", 0.0);
     if (step > 1e-3)
       problems.add(link.path_of("step_latency"), "expected a per-step latency below 1 ms");
+    if (std::string(key) == "nic" && link.has("in_network_reduction")) {
+      e.in_network_reduction = link.number("in_network_reduction", std::nullopt, 0, true);
+      if (!(e.in_network_reduction > 0) || e.in_network_reduction > 1)
+        problems.add(link.path_of("in_network_reduction"), "expected a fraction above 0 and no larger than 1");
+      link.text("in_network_reduction_source");
+    }
     if (std::string(key) == "pcie" && link.has("host_staged")) {
       e.pcie_host_staged = link.number("host_staged", std::nullopt, 0, true);
       if (!(e.pcie_host_staged > 0) || e.pcie_host_staged > 1)

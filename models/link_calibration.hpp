@@ -51,6 +51,9 @@ struct LinkEfficiency {
   // NVLink SHARP: the rate at which the NVSwitch reduces what one GPU pushes into it, bytes per
   // second per GPU (0 = no limit beyond the links).
   double nvls_reduction_Bps = 0;
+  // InfiniBand SHARP (CollNet): the rate at which the fabric's switches reduce what one NIC
+  // pushes into them, as a fraction of the NIC's achieved bandwidth (0 = no limit beyond the NIC).
+  double in_network_reduction = 0;
   // NCCL's protocols in the order LL, LL128, Simple; `protocols_loaded` false when the file has
   // none (collectives then run without protocol costs).
   bool protocols_loaded = false;

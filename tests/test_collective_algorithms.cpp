@@ -4,6 +4,7 @@
 #include "support.hpp"
 
 #include "models/collectives/collective.hpp"
+#include "models/link_calibration.hpp"
 #include "sim/engine/collective_timing.hpp"
 #include "sim/engine/replay.hpp"
 #include "topologies/platform.hpp"
@@ -16,6 +17,7 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 
@@ -415,6 +417,12 @@ std::vector<std::vector<PathCost>> cube_mesh(const std::vector<int>& gpus)
 
 TEST_CASE("across 2 nodes the trees put half the ring's bytes through each node's NICs", "[collectives_nccl]")
 {
+  // The bytes on the wire: SHARP's reduction rate, which stretches CollNet's steps across, aside
+  // (checked at the end).
+  LinkEfficiency wire = link_efficiency();
+  const double sharp  = wire.in_network_reduction;
+  wire.in_network_reduction = 0;
+  auto scope = std::make_unique<ScopedLinkEfficiency>(wire);
   const double S   = 1 << 28;
   const auto& ring = CollectiveRegistry::get("ring", "");
   const auto& tree = CollectiveRegistry::get("tree", "");
@@ -440,6 +448,12 @@ TEST_CASE("across 2 nodes the trees put half the ring's bytes through each node'
     CHECK(bytes_across(coll, CollectiveOp::AllReduce, eight, S, node) == Approx(S));
   }
   CHECK(tree_total == Approx(2 * 7 * S)); // 2 trees x 7 edges x (S/2 up + S/2 down)
+  // The switches reduce at links.json's fraction of the NIC's rate: each step across takes as long
+  // as 1/fraction of its bytes would on the NIC.
+  scope.reset();
+  REQUIRE(sharp > 0);
+  CHECK(bytes_across(coll, CollectiveOp::AllReduce, eight, S, 0) == Approx(S / sharp));
+  scope = std::make_unique<ScopedLinkEfficiency>(wire);
   // Inside the node NVLS-tree's GPU links carry S + S/k each way (the NVSwitch's share), CollNet's
   // without NVLS the scatter and the gather, 2(k-1)/k S.
   for (int m : {0, 5}) {

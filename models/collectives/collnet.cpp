@@ -15,7 +15,8 @@
 // inside of the node: each member sends to the next one of its node what its GPU link carries per
 // direction, 2(k-1)/k·S for the scatter and the gather (or, on an NVSwitch that reduces, as
 // nvls_tree, S(1 + 1/k) at the switch's reduction rate), in one transfer that runs alongside. Needs at least two nodes with the same number of members each, on a fabric that
-// reduces in the network (platform.network.sharp); all-reduce only.
+// reduces in the network (platform.network.sharp); all-reduce only. The switches reduce at
+// links.json nic.in_network_reduction of the NIC's rate, a step across taking that much longer.
 #include "models/collectives/collective.hpp"
 #include "models/collectives/requirements.hpp"
 #include "models/link_calibration.hpp"
@@ -89,6 +90,10 @@ CollectiveStep step(CollectiveOp, const GroupShape& g, double bytes, int lane, i
   // Chunk `step` into the switch, the result of chunk step-1 out of it.
   auto head_on = [&](int other) { return g.node_members[static_cast<size_t>(other)][static_cast<size_t>(lane)]; };
   s.bytes      = bytes / heads(g) / C;
+  // The switches reduce more slowly than the NIC delivers (links.json nic.in_network_reduction):
+  // the chunk takes as long as the bytes the NIC would move meanwhile.
+  if (const double sharp = link_efficiency().in_network_reduction; sharp > 0)
+    s.bytes /= sharp;
   if (step < C)
     s.send(head_on((node + 1) % N));
   if (step >= 1)

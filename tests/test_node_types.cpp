@@ -244,7 +244,8 @@ TEST_CASE("stepsim platform prints each node type's links", "[node_types][cli]")
            {"nodeN-gpuN-switchN", "nodeN-switchN-root"}},
       Case{"--set platform.node_groups.0.intra_node.type=chiplet_mesh --set platform.node_groups.0.intra_node.mesh=[2,4] "
            "--set platform.node_groups.0.intra_node.bandwidth=100GBps",
-           {"nodeN-gpuN-gpuN-mesh"}});
+           {"nodeN-gpuN-gpuN-mesh"}},
+      Case{"--set platform.node_groups.0.intra_node.type=pcie_no_p2p", {"nodeN-gpuN-pcie", "nodeN-gpuN-host-staging"}});
   auto r = testing::run_stepsim("platform " + std::string(STEPSIM_SOURCE_DIR) + "/tests/bad_inputs/base.scenario " + c.sets);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -267,4 +268,14 @@ TEST_CASE("direct NVLink takes its own achieved fraction and the NVSwitch its ow
   CHECK(with_achieved_bandwidth(sw, e).node_groups[0].intra_node.bandwidth_Bps == Approx(300e9 * 0.78));
   // The shipped file has both, fitted apart.
   CHECK(load_link_efficiency().nvlink != load_link_efficiency().nvswitch);
+}
+
+TEST_CASE("stepsim list names every node type and every platform preset with its summary", "[node_types][cli]")
+{
+  auto r = testing::run_stepsim("list");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  for (const char* line : {"  pcie_no_p2p ", "platform presets (platform.preset", "  coreweave-a100 ",
+                           "  pcie-2080ti-no-p2p   A rented container with GeForce RTX 2080 Ti GPUs"})
+    CHECK(r.output.find(line) != std::string::npos);
 }

@@ -22,6 +22,21 @@ std::vector<std::string> platform_preset_names()
   return names;
 }
 
+std::string platform_preset_summary(const std::string& name)
+{
+  try {
+    const nlohmann::json doc = read_json_file(config_dir() + "/platforms/" + name + ".json");
+    if (!doc.is_object() || !doc.contains("description") || !doc["description"].is_string())
+      return "";
+    std::string text = doc["description"].get<std::string>();
+    if (const auto end = text.find(". "); end != std::string::npos)
+      text.resize(end);
+    return text;
+  } catch (const std::exception&) { // a broken preset is named when a scenario asks for it
+    return "";
+  }
+}
+
 nlohmann::json expand_platform_preset(const nlohmann::json& document)
 {
   if (!document.is_object() || !document.contains("platform") || !document["platform"].is_object() ||

@@ -19,6 +19,9 @@ namespace stepsim {
 
 // The names of configs/platforms/*.json, sorted.
 std::vector<std::string> platform_preset_names();
+// The first sentence of a preset's "description" (empty where the file has none or is unreadable):
+// what `stepsim list` prints beside its name.
+std::string platform_preset_summary(const std::string& name);
 // The document with platform.preset expanded (unchanged when there is none). Throws InputError
 // naming platform.preset or platform.nodes.
 nlohmann::json expand_platform_preset(const nlohmann::json& document);

@@ -4,6 +4,7 @@
 #include "models/device.hpp"
 #include "topologies/nodes/node_type.hpp"
 #include "topologies/platform.hpp"
+#include "topologies/preset.hpp"
 #include "tools/stepsim/command.hpp"
 #include "workloads/models/model_kind.hpp"
 #include "workloads/schedules/schedule.hpp"
@@ -31,6 +32,9 @@ int list()
   print_registry<FrameworkRegistry>("framework profiles (training.framework)");
   print_registry<ModelKindRegistry>("model kinds (model.architecture)");
   print_registry<TraceFormatRegistry>("recorded trace formats (stepsim replay, told by each file's content)");
+  fmt::print("platform presets (platform.preset; configs/platforms/):\n");
+  for (const auto& name : platform_preset_names())
+    fmt::print("  {:<20} {}\n", name, platform_preset_summary(name));
   return 0;
 }
 

@@ -7,8 +7,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <mutex>
 
 #ifndef STEPSIM_SOURCE_CONFIG_DIR
 #define STEPSIM_SOURCE_CONFIG_DIR "configs"
@@ -80,6 +83,72 @@ std::vector<std::string> device_names()
   return names;
 }
 
+std::string device_name_key(const std::string& name)
+{
+  // Case, and runs of spaces, hyphens and underscores, do not matter; nor does the vendor or
+  // brand word in front (NVML says "NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-32GB", "NVIDIA
+  // GeForce RTX 4090", ROCm "AMD Instinct MI300X").
+  std::string key;
+  bool gap = false;
+  for (char c : name) {
+    if (c == ' ' || c == '-' || c == '_' || c == '\t') {
+      gap = !key.empty();
+      continue;
+    }
+    if (gap)
+      key += ' ';
+    gap = false;
+    key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  for (bool stripped = true; stripped;) {
+    stripped = false;
+    for (const char* brand : {"nvidia ", "tesla ", "geforce ", "amd ", "instinct "})
+      if (key.rfind(brand, 0) == 0 && key.size() > std::strlen(brand)) {
+        key.erase(0, std::strlen(brand));
+        stripped = true;
+      }
+  }
+  return key;
+}
+
+std::string catalogue_device_name(const std::string& name)
+{
+  const auto names = device_names();
+  if (std::find(names.begin(), names.end(), name) != names.end())
+    return name;
+  // Every catalogue name and product name by its key, read again only when the folder or one of
+  // its device files changed (tests write catalogues of their own under one folder in turn).
+  std::string signature = config_dir();
+  for (const auto& n : names) {
+    std::error_code ec;
+    const auto file = std::filesystem::path(config_dir()) / "devices" / (n + ".json");
+    signature += fmt::format("\n{}:{}:{}", n, std::filesystem::file_size(file, ec),
+                             std::filesystem::last_write_time(file, ec).time_since_epoch().count());
+  }
+  static std::mutex mutex;
+  static std::map<std::string, std::map<std::string, std::string>> by_catalogue;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (by_catalogue.size() > 16)
+    by_catalogue.clear();
+  auto [it, fresh] = by_catalogue.try_emplace(signature);
+  if (fresh)
+    for (const auto& n : names) {
+      it->second.emplace(device_name_key(n), n);
+      nlohmann::json doc;
+      try {
+        doc = read_json_file(config_dir() + "/devices/" + n + ".json");
+      } catch (const InputError&) {
+        continue; // load_device reports the file's problem when it is asked for
+      }
+      if (doc.is_object() && doc.contains("product_names") && doc["product_names"].is_array())
+        for (const auto& p : doc["product_names"])
+          if (p.is_string())
+            it->second.emplace(device_name_key(p.get<std::string>()), n);
+    }
+  const auto found = it->second.find(device_name_key(name));
+  return found == it->second.end() ? name : found->second;
+}
+
 namespace {
 void read_calibration(JsonReader r, DeviceCalibration& c)
 {
@@ -127,10 +196,12 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
 }
 } // namespace
 
-Device load_device(const std::string& name, const std::string& path)
+Device load_device(const std::string& asked, const std::string& path)
 {
   // A device is a name of the catalogue, never a path: looked up among the files listed, a name
   // with "../" cannot reach other configuration files, nor a long one make the file name too long.
+  // A product name as NVML prints it stands for its catalogue entry.
+  const std::string name = catalogue_device_name(asked);
   const auto names = device_names();
   if (std::find(names.begin(), names.end(), name) == names.end()) {
     constexpr size_t kShown = 80;
@@ -184,11 +255,52 @@ Device load_device(const std::string& name, const std::string& path)
   d.nvls                    = r.boolean("nvls", false);
   d.tdp_w                   = r.number("tdp_w", 0.0);
   d.idle_w                  = r.number("idle_w", 0.0);
-  read_calibration(r.object("calibration"), d.calibration);
+  // A variant of another device's silicon (A800 and H800: the A100's and H100's dies with fewer
+  // NVLinks) runs its kernels as that device does: it takes that device's calibration, the
+  // shipped one and every fitted one, instead of having its own.
+  if (r.has("calibration_of")) {
+    d.calibration_of = r.text("calibration_of", std::nullopt, names);
+    if (d.calibration_of == name)
+      problems.add(r.path_of("calibration_of"), "expected another device than this one");
+    else if (r.has("calibration"))
+      problems.add(r.path_of("calibration"), "expected no calibration of its own beside calibration_of");
+    else if (problems.empty()) {
+      // One level only: the device named has a calibration of its own (this also ends a cycle).
+      thread_local int nesting = 0;
+      if (nesting > 0)
+        throw InputError({fmt::format("{}: expected a device with a calibration of its own", path)});
+      struct Nest {
+        Nest() { ++nesting; }
+        ~Nest() { --nesting; }
+      };
+      const Device same = [&] {
+        Nest n;
+        return load_device(d.calibration_of, r.path_of("calibration_of"));
+      }();
+      d.calibration = same.calibration;
+    }
+  } else {
+    read_calibration(r.object("calibration"), d.calibration);
+  }
+  if (const nlohmann::json* products = r.raw("product_names")) {
+    if (!products->is_array())
+      problems.add(r.path_of("product_names"), "expected an array of names");
+    else
+      for (size_t i = 0; i < products->size(); ++i) {
+        const auto& p = (*products)[i];
+        const std::string at = fmt::format("{}[{}]", r.path_of("product_names"), i);
+        if (!p.is_string() || p.get<std::string>().empty())
+          problems.add(at, "expected a name");
+        else if (catalogue_device_name(p.get<std::string>()) != name)
+          problems.add(at, fmt::format("expected a name of this device only; \"{}\" is {}", p.get<std::string>(),
+                                       catalogue_device_name(p.get<std::string>())));
+      }
+  }
   for (const char* key : {"vendor", "sources", "notes", "kind"})
     r.raw(key);
   r.reject_unknown_keys();
-  // A measured calibration, when one was fitted for this device, replaces the shipped one.
+  // A measured calibration, when one was fitted for this device, replaces the shipped one (or the
+  // one it took).
   std::string fitted = config_dir() + "/calibration/" + name + ".json";
   if (std::filesystem::exists(fitted)) {
     nlohmann::json cal = read_json_file(fitted);
@@ -200,10 +312,13 @@ Device load_device(const std::string& name, const std::string& path)
   return d;
 }
 
-Device load_device(const std::string& name, const std::string& framework, const std::string& path)
+Device load_device(const std::string& asked, const std::string& framework, const std::string& path)
 {
-  Device d = load_device(name, path);
-  const std::string fitted = config_dir() + "/calibration/" + name + "." + framework + ".json";
+  Device d = load_device(asked, path);
+  // Fitted on this device's runs, else on those of the device whose calibration it takes.
+  std::string fitted = config_dir() + "/calibration/" + d.name + "." + framework + ".json";
+  if (!d.calibration_of.empty() && !std::filesystem::exists(fitted))
+    fitted = config_dir() + "/calibration/" + d.calibration_of + "." + framework + ".json";
   if (!framework.empty() && std::filesystem::exists(fitted)) {
     Problems problems;
     nlohmann::json cal = read_json_file(fitted);

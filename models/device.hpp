@@ -59,6 +59,9 @@ struct Device {
   double tdp_w  = 0;
   double idle_w = 0;
   DeviceCalibration calibration;
+  // The device whose calibration this one takes (the same silicon with other links or memory):
+  // empty when it has its own.
+  std::string calibration_of;
   // Precisions the device has no units for but its software runs anyway, each at the rate of
   // a precision it does have (bf16 on a V100 runs on the CUDA cores, at the fp32 rate). Only
   // what the device file states: a precision neither native nor listed is refused.
@@ -78,6 +81,13 @@ struct Device {
 // set, else the source tree's configs/.
 std::string config_dir();
 std::vector<std::string> device_names();
+// The catalogue name a device is asked for by: itself, or the catalogue device whose name or
+// "product_names" (as NVML prints them: nvidia-smi, torch.cuda.get_device_name, the nccl-tests
+// header) it is, whatever the case, separators and vendor word; an unknown name comes back as it is.
+std::string catalogue_device_name(const std::string& name);
+// The key names are compared by: lower case, one space for each run of spaces, hyphens and
+// underscores, without a leading "NVIDIA", "Tesla", "GeForce", "AMD" or "Instinct".
+std::string device_name_key(const std::string& name);
 // Loads configs/devices/NAME.json and, when present, configs/calibration/NAME.json. An unknown name
 // is an InputError at `path` that lists the closest names.
 Device load_device(const std::string& name, const std::string& path);

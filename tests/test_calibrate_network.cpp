@@ -286,3 +286,18 @@ TEST_CASE("calibrate network: a missing or malformed calibration named by a scen
   CHECK(flag.exit_code == 2);
   CHECK(flag.output.find("--network-calibration: in") != std::string::npos);
 }
+
+TEST_CASE("calibrate network: a log whose GPUs are not the machine's is said so", "[calibrate_network][devices]")
+{
+  // The header's "NVIDIA H100 80GB HBM3" is the catalogue's H100-SXM (configs/devices/, product_names).
+  const std::string out = testing::write_temp_file("h100-on-a100.json", "");
+  auto wrong = testing::run_stepsim("calibrate network " + kLogs + "dgx_h100_8gpu_all_reduce.log --preset dgx-a100 -o " + out);
+  INFO(wrong.output);
+  CHECK(wrong.exit_code == 0);
+  CHECK(wrong.output.find("the log's GPUs are NVIDIA H100 80GB HBM3 (H100-SXM), dgx-a100's are A100-SXM4-80GB") !=
+        std::string::npos);
+  auto right = testing::run_stepsim("calibrate network " + kLogs + "dgx_h100_8gpu_all_reduce.log --preset dgx-h100 -o " + out);
+  INFO(right.output);
+  CHECK(right.exit_code == 0);
+  CHECK(right.output.find("the log's GPUs are") == std::string::npos);
+}

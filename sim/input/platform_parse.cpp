@@ -63,7 +63,7 @@ void read_platform(JsonReader r, PlatformSpec& platform)
   for (auto& g : r.array_of_objects("node_groups", true)) {
     NodeGroupSpec spec;
     spec.count         = static_cast<int>(g.integer("count", std::nullopt, 1, kMaxGpus));
-    spec.gpu           = g.text("gpu");
+    spec.gpu           = g.text("gpu"); // as nvidia-smi prints it too: apply_rated_bandwidths names the entry
     spec.gpus_per_node = static_cast<int>(g.integer("gpus_per_node", 8, 1, kMaxGpusPerNode));
     spec.price_per_gpu_hour = g.number("price_per_gpu_hour", 0.0, 0);
     if (spec.price_per_gpu_hour > kMaxPricePerGpuHour)

@@ -25,15 +25,21 @@ import torch.nn.functional as F
 
 # torch's device name -> stepsim's catalogue name (configs/devices/); first match wins.
 CATALOGUE = [
+    ("GH200", "GH200"),
     ("H200", "H200-SXM"),
     ("H100 PCIe", "H100-PCIe"),
+    ("H100 NVL", "H100-NVL"),
     ("H100", "H100-SXM"),
+    ("H800", "H800-SXM"),
+    ("A800-SXM4-80GB", "A800-SXM4-80GB"),
+    ("L40S", "L40S"),
     ("B200", "B200"),
     ("A100 80GB PCIe", "A100-PCIe-80GB"),
     ("A100-SXM4-80GB", "A100-SXM4-80GB"),
     ("A100-SXM4-40GB", "A100-SXM4-40GB"),
     ("A100-SXM-80GB", "A100-SXM4-80GB"),
     ("V100-SXM2-32GB", "V100-SXM2-32GB"),
+    ("V100-SXM2-16GB", "V100-SXM2-16GB"),
     ("V100-SXM3-32GB", "V100-SXM3-32GB"),
     ("L4", "L4"),
     ("T4", "T4"),

@@ -52,7 +52,11 @@ def main():
     a = ap.parse_args()
 
     with open(os.path.join(a.configs, "devices", a.device + ".json")) as f:
-        shipped = json.load(f)["calibration"]
+        device_file = json.load(f)
+    if "calibration_of" in device_file:  # the same silicon as another device: fit that one
+        sys.exit(f"{a.device} takes the calibration of {device_file['calibration_of']} (calibration_of); "
+                 f"fit that device, whose figures {a.device} then uses")
+    shipped = device_file["calibration"]
     gemm_upper = shipped["gemm_efficiency"]
     # The device's common fused attention (FlashAttention-2) bounds every attention kernel's figure.
     attention_upper = shipped["attention_efficiency"] if a.attention_kernel else None

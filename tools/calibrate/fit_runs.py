@@ -58,7 +58,11 @@ def main():
     a = ap.parse_args()
 
     with open(os.path.join(a.configs, "devices", a.device + ".json")) as f:
-        shipped = json.load(f)["calibration"]
+        device_file = json.load(f)
+    if "calibration_of" in device_file:  # the same silicon as another device: fit that one
+        sys.exit(f"{a.device} takes the calibration of {device_file['calibration_of']} (calibration_of); "
+                 f"fit that device, whose figures {a.device} then uses")
+    shipped = device_file["calibration"]
     upper = shipped["gemm_efficiency"]
     half_ks = a.half_k or [None]  # None: the device file's gemm_half_k
 

@@ -1,5 +1,6 @@
 #include "tools/driver/network_fit.hpp"
 
+#include "models/device.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/input/platform_parse.hpp"
 #include "sim/simulate.hpp"
@@ -327,6 +328,9 @@ nlohmann::json link_entry(const LinkFigures& f, const std::string& logs)
           {"source", fmt::format("fitted by `stepsim calibrate network` on {}", logs)}};
 }
 
+// A log's notes, one after the other.
+void add_note(std::string& note, const std::string& more) { note += (note.empty() ? "" : "; ") + more; }
+
 } // namespace
 
 NetworkFit fit_network(const NetworkFitRequest& request)
@@ -356,6 +360,16 @@ NetworkFit fit_network(const NetworkFitRequest& request)
     const int hosts = static_cast<int>(log.hosts.size()), per_host = log.ranks_per_host();
     const Scenario s = platform_scenario(request.preset, request.platform_file, hosts);
     c.platform       = s.platform;
+    // The log names its GPUs as NVML does; a machine of other GPUs is most likely the wrong one.
+    if (!log.ranks.empty() && !log.ranks.front().device_name.empty()) {
+      const std::string logged = catalogue_device_name(log.ranks.front().device_name);
+      const auto names         = device_names();
+      const std::string& machine_gpu = c.platform.node_groups.front().gpu;
+      if (std::find(names.begin(), names.end(), logged) != names.end() && logged != machine_gpu)
+        l.note = fmt::format("the log's GPUs are {} ({}), {}'s are {}: check that it is the machine the log was "
+                             "measured on",
+                             log.ranks.front().device_name, logged, fit.machine, machine_gpu);
+    }
     // The ranks of each host on its node's first GPUs, host by host (nccl-tests numbers them so).
     std::vector<int> first_gpu;
     for (int g = 0, start = 0; g < static_cast<int>(c.platform.node_groups.size()); ++g)
@@ -373,7 +387,7 @@ NetworkFit fit_network(const NetworkFitRequest& request)
       for (int k = 0; k < per_host; ++k)
         c.members.push_back(first_gpu[static_cast<size_t>(h)] + k);
     if (c.members.size() < 2) {
-      l.note = "one rank: no collective to time; listed, not fitted";
+      add_note(l.note, "one rank: no collective to time; listed, not fitted");
       continue;
     }
     c.op        = *benchmark_op(log.op == "alltoall" ? "all_to_all" : log.op);
@@ -388,8 +402,9 @@ NetworkFit fit_network(const NetworkFitRequest& request)
       const NodeType* type = NodeTypeRegistry::find(c.platform.node_groups.front().intra_node.type);
       const LinkClass kind = type != nullptr ? type->link_class : LinkClass::NvLink;
       if (kind == LinkClass::Rated) {
-        l.note = fmt::format("the node type \"{}\" keeps its rated links (no efficiency to fit); listed, not fitted",
-                             c.platform.node_groups.front().intra_node.type);
+        add_note(l.note, fmt::format("the node type \"{}\" keeps its rated links (no efficiency to fit); listed, "
+                                     "not fitted",
+                                     c.platform.node_groups.front().intra_node.type));
         continue;
       }
       l.fitted_link = kind == LinkClass::Pcie ? "pcie" : kind == LinkClass::NvLinkDirect ? "nvlink" : "nvswitch";
@@ -474,10 +489,10 @@ NetworkFit fit_network(const NetworkFitRequest& request)
     c.fit->before = mape_of(c.fit->rows, &NetworkFitRow::before_us);
     c.fit->after  = mape_of(c.fit->rows, &NetworkFitRow::after_us);
     if (c.fit->after.large_rows == 0 && c.fit->after.small_rows == 0)
-      c.fit->note = "no rows of >= 64 MiB or 8 KiB-1 MiB: nothing to fit";
+      add_note(c.fit->note, "no rows of >= 64 MiB or 8 KiB-1 MiB: nothing to fit");
     else if (figures_of(fit.after, c.fit->fitted_link).efficiency >= 1.0 && c.fit->after.large_pct > 5)
-      c.fit->note = "the rated bandwidth is too low for the measured rows (efficiency capped at 1): check the "
-                    "machine's link bandwidths";
+      add_note(c.fit->note, "the rated bandwidth is too low for the measured rows (efficiency capped at 1): "
+                            "check the machine's link bandwidths");
     all_rows.insert(all_rows.end(), c.fit->rows.begin(), c.fit->rows.end());
   }
   fit.before_all = mape_of(all_rows, &NetworkFitRow::before_us);

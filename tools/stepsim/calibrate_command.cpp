@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <memory>
 #include <optional>
 
@@ -33,6 +35,10 @@ std::string device_for(const MeasurementFile& m, const std::string& flag)
     return flag;
   if (!m.stepsim_device.empty())
     return m.stepsim_device;
+  // The GPU as torch names it ("NVIDIA H100 80GB HBM3") where the catalogue knows that name.
+  const std::string known = catalogue_device_name(m.gpu_name);
+  if (const auto names = device_names(); std::find(names.begin(), names.end(), known) != names.end())
+    return known;
   std::string near = closest_name(m.gpu_name, device_names());
   throw InputError({fmt::format("{}.stepsim_device: missing, and the GPU \"{}\" is not a catalogue name; pass --device "
                                 "NAME{} (stepsim devices lists them)",

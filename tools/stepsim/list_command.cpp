@@ -42,8 +42,9 @@ int devices()
 {
   for (const auto& name : device_names()) {
     Device d = load_device(name, "device");
-    fmt::print("  {:<20} {:>7.1f} TFLOP/s bf16  {:>6.0f} GB  {:>6.0f} GB/s  {:>4} SMs\n", name, d.peak("bf16") / 1e12,
-               d.memory_bytes / 1e9, d.memory_bandwidth_Bps / 1e9, d.sm_count);
+    fmt::print("  {:<20} {:>7.1f} TFLOP/s bf16  {:>6.0f} GB  {:>6.0f} GB/s  {:>4} SMs{}\n", name, d.peak("bf16") / 1e12,
+               d.memory_bytes / 1e9, d.memory_bandwidth_Bps / 1e9, d.sm_count,
+               d.calibration_of.empty() ? "" : "  calibrated as " + d.calibration_of);
   }
   return 0;
 }

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <map>
 
 namespace stepsim {
@@ -149,10 +151,27 @@ void check_node_types(const PlatformSpec& spec)
 
 void apply_rated_bandwidths(PlatformSpec& spec)
 {
-  for (auto& g : spec.node_groups)
-    if (g.intra_node.bandwidth_Bps <= 0)
-      if (const NodeType* type = NodeTypeRegistry::find(g.intra_node.type); type != nullptr && type->rated_bandwidth_Bps)
-        g.intra_node.bandwidth_Bps = *type->rated_bandwidth_Bps;
+  for (auto& g : spec.node_groups) {
+    // A GPU named as nvidia-smi prints it ("NVIDIA H100 80GB HBM3") is its catalogue device, and
+    // the report names that.
+    g.gpu = catalogue_device_name(g.gpu);
+    if (g.intra_node.bandwidth_Bps > 0)
+      continue;
+    const NodeType* type = NodeTypeRegistry::find(g.intra_node.type);
+    if (type == nullptr)
+      continue;
+    if (type->rated_by_device) {
+      // An unknown device is reported by the device check; its node keeps the type's figure.
+      const auto names = device_names();
+      if (std::find(names.begin(), names.end(), g.gpu) != names.end())
+        if (const double nvlink = load_device(g.gpu, "platform.node_groups[].gpu").nvlink_bandwidth_Bps; nvlink > 0) {
+          g.intra_node.bandwidth_Bps = nvlink;
+          continue;
+        }
+    }
+    if (type->rated_bandwidth_Bps)
+      g.intra_node.bandwidth_Bps = *type->rated_bandwidth_Bps;
+  }
 }
 
 PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEfficiency& efficiency)

@@ -98,11 +98,17 @@ struct NodeType {
   LinkClass link_class = LinkClass::NvLink;
   // The switch reduces in place (NVLink SHARP, "NVLS"), where the GPU supports it too.
   bool in_switch_reduction = false;
+  // A GPU's links are its own NVLinks (a switch takes whatever each GPU has): where
+  // intra_node.bandwidth is not given, the GPU's device file's nvlink_bandwidth, when it has one,
+  // comes before rated_bandwidth_Bps (an H800's 200 GB/s, an H100's 450, not the A100's 300).
+  bool rated_by_device = false;
 };
 using NodeTypeRegistry = Registry<NodeType>;
 
-// The scenario with each node group's intra_node.bandwidth, where not given, set to its type's
-// rated figure (unknown types and types without one are left for check_node_types to report).
+// The scenario with each node group's GPU named by its catalogue name (catalogue_device_name: a
+// product name as NVML prints it stands for its device) and its intra_node.bandwidth, where not
+// given, set to its type's rated figure (unknown types and types without one are left for
+// check_node_types to report).
 void apply_rated_bandwidths(PlatformSpec& spec);
 
 // The platform with every link's bandwidth scaled to what transfers achieve on it, and each

@@ -17,11 +17,20 @@ void build(NodeBuild& b)
   b.add_host_links();
 }
 
-// 300e9: NVLink3, 12 links x 25 GB/s per A100 (A100 datasheet). Third-generation NVSwitches
-// (DGX H100) reduce in place (NVLink SHARP) where the GPU supports it (Device::nvls).
+// Without intra_node.bandwidth, the GPU's own NVLink bandwidth (its device file's nvlink_bandwidth:
+// 300 GB/s per direction on an A100, 450 on an H100, 200 on an A800 or H800); 300e9, NVLink3's
+// 12 links x 25 GB/s per A100 (A100 datasheet), for a device file without one. Third-generation
+// NVSwitches (DGX H100) reduce in place (NVLink SHARP) where the GPU supports it (Device::nvls).
 const bool registered = NodeTypeRegistry::add(
     "nvswitch", "DGX A100/H100/H200: each GPU one NVLink link (bandwidth per GPU) to a non-blocking NVSwitch",
-    NodeType{0, nullptr, build, false, 300e9, LinkClass::NvLink, true});
+    NodeType{.gpus_per_node       = 0,
+             .check               = nullptr,
+             .build               = build,
+             .builds_every_gpu    = false,
+             .rated_bandwidth_Bps = 300e9,
+             .link_class          = LinkClass::NvLink,
+             .in_switch_reduction = true,
+             .rated_by_device     = true});
 
 } // namespace
 } // namespace stepsim

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 using namespace stepsim;
 namespace fs = std::filesystem;
@@ -72,20 +73,21 @@ nlohmann::json shipped(const std::string& name)
 
 TEST_CASE("A GPU named as nvidia-smi prints it is its catalogue device", "[devices]")
 {
-  CHECK(catalogue_device_name("NVIDIA H100 80GB HBM3") == "H100-SXM");
-  CHECK(catalogue_device_name("NVIDIA A100-SXM4-80GB") == "A100-SXM4-80GB");
-  CHECK(catalogue_device_name("Tesla V100-SXM2-32GB") == "V100-SXM2-32GB");
-  CHECK(catalogue_device_name("NVIDIA GeForce RTX 4090") == "RTX-4090");
-  CHECK(catalogue_device_name("AMD Instinct MI300X") == "MI300X");
-  CHECK(catalogue_device_name("Tesla P40") == "Tesla-P40");
-  CHECK(catalogue_device_name("nvidia a100 80gb pcie") == "A100-PCIe-80GB");
-  CHECK(catalogue_device_name("h100_sxm") == "H100-SXM");
+  // As NVML prints them, and with other case and separators.
+  const std::pair<const char*, const char*> known[] = {
+      {"NVIDIA H100 80GB HBM3", "H100-SXM"},     {"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"},
+      {"Tesla V100-SXM2-32GB", "V100-SXM2-32GB"}, {"NVIDIA GeForce RTX 4090", "RTX-4090"},
+      {"AMD Instinct MI300X", "MI300X"},          {"Tesla P40", "Tesla-P40"},
+      {"nvidia a100 80gb pcie", "A100-PCIe-80GB"}, {"h100_sxm", "H100-SXM"},
+      {"NVIDIA H100 NVL", "H100-NVL"},            {"NVIDIA GH200 480GB", "GH200"},
+      {"NVIDIA L40S", "L40S"}};
+  for (const auto& [asked, device] : known) {
+    INFO(asked);
+    CHECK(catalogue_device_name(asked) == device);
+  }
   // Names of no device come back as they are (the device check then lists the closest).
-  CHECK(catalogue_device_name("NVIDIA RTX PRO 6000") == "NVIDIA RTX PRO 6000");
-  CHECK(catalogue_device_name("NVIDIA H100 NVL") == "H100-NVL");
-  CHECK(catalogue_device_name("NVIDIA GH200 480GB") == "GH200");
-  CHECK(catalogue_device_name("NVIDIA L40S") == "L40S");
-  CHECK(catalogue_device_name("NVIDIA") == "NVIDIA");
+  for (const char* unknown : {"NVIDIA RTX PRO 6000", "NVIDIA"})
+    CHECK(catalogue_device_name(unknown) == unknown);
 
   // The run is the catalogue device's, and its report names it so.
   const auto by_product   = report_on("NVIDIA H100 80GB HBM3");

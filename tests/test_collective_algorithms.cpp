@@ -349,9 +349,10 @@ TEST_CASE("replayed collectives take their textbook time on an idle fat-tree")
       {"ring", CollectiveOp::Reduce, (n - 1) * (long long)C, C + n - 2, (C + n - 2) * S / C},
       // Double binary tree, single-GPU nodes: two trees of c = S/2C per chunk, each reduce then
       // broadcast over its height H. A node sends to (receives from) two children at once, so a
-      // chunk hop costs α + 2c/B, except next to the root, which has one child in NCCL's btree:
-      // per phase (C-1)(α + 2c/B) + Hα + (2H-1)c/B.
-      {"tree", CollectiveOp::AllReduce, -1, 2 * (Ct + levels - 1), (2 * Ct + 2 * levels - 3) * S / Ct},
+      // chunk hop costs 2c/B, except next to the root, which has one child in NCCL's btree; the
+      // chunks' latencies overlap (NCCL_STEPS slots in flight), so only the depth's count:
+      // per phase (C-1)·2c/B + Hα + (2H-1)c/B.
+      {"tree", CollectiveOp::AllReduce, -1, 2 * levels, (2 * Ct + 2 * levels - 3) * S / Ct},
       // Single-GPU nodes: the hierarchical all-reduce is the ring across nodes.
       {"hierarchical", CollectiveOp::AllReduce, n * 2LL * (n - 1), 2.0 * (n - 1), 2.0 * (n - 1) / n * S},
   };
@@ -365,13 +366,20 @@ TEST_CASE("replayed collectives take their textbook time on an idle fat-tree")
     if (c.activities >= 0)
       CHECK(r.activities == c.activities);
     const double textbook = c.latencies * r.alpha + c.bandwidth_bytes / r.bandwidth;
-    CHECK(r.seconds == Approx(textbook).epsilon(0.02));
-    // The analytic fidelity's figure. For the tree it counts a member's flows of both trees in one
-    // step as sharing its link although the replay staggers them: an upper bound, within 30 %.
     if (std::string(c.algorithm) == "tree") {
-      CHECK(r.closed_form >= r.seconds * 0.98);
-      CHECK(r.closed_form <= r.seconds * 1.3);
+      // The replay keeps a few chunks of each lane in flight (flow_slots), which share the link
+      // fairly where NCCL sends them in order: between the textbook and a replay whose every
+      // chunk waits for the one before to arrive, (C + H - 1) latencies per phase.
+      const double lock_step = 2 * (Ct + levels - 1) * r.alpha + c.bandwidth_bytes / r.bandwidth;
+      CHECK(r.seconds >= textbook * 0.98);
+      CHECK(r.seconds <= lock_step * 1.02);
+      // The analytic fidelity's figure sends a lane's chunks in order (the textbook), but counts
+      // a member's flows of both trees in one step as sharing its link although they are
+      // staggered: an upper bound, within 10 %.
+      CHECK(r.closed_form >= textbook * 0.98);
+      CHECK(r.closed_form <= textbook * 1.1);
     } else {
+      CHECK(r.seconds == Approx(textbook).epsilon(0.02));
       CHECK(r.closed_form == Approx(textbook).epsilon(0.02));
     }
   }

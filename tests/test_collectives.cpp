@@ -149,7 +149,10 @@ TEST_CASE("pipelined collectives pay their protocol latency once per hop and not
 TEST_CASE("the collective benchmark times a tree over more than 256 GPUs on a non-blocking fabric by its closed form")
 {
   // Flow by flow a tree over 1,024 GPUs takes minutes; its closed form shares the members' own
-  // links as the flows do. On 128 GPUs, where flows still run, the two agree within 12 %.
+  // links as the flows do. On 128 GPUs, where flows still run, the flows take a little longer:
+  // NCCL sends a connection's in-flight chunks one after the other, which the closed form does,
+  // while the flows of a lane's slots share the link fairly (flow_slots, collective.hpp), which
+  // stretches each chunk's time on the link and the pipeline's fill with it.
   const double S = 64.0 * (1 << 20);
   const Scenario big = platform_scenario("dgx-a100-superpod", "", 64);
   const auto all     = benchmark_group(big.platform, 512, false);
@@ -162,7 +165,8 @@ TEST_CASE("the collective benchmark times a tree over more than 256 GPUs on a no
   const auto flows       = time_collective(small.platform, members, CollectiveOp::AllReduce, S, "tree", false, "Simple");
   const auto closed_form = time_collective(small.platform, members, CollectiveOp::AllReduce, S, "tree", true, "Simple");
   CHECK_FALSE(flows.closed_form);
-  CHECK(closed_form.seconds == Approx(flows.seconds).epsilon(0.12));
+  CHECK(closed_form.seconds <= flows.seconds * 1.02);
+  CHECK(closed_form.seconds >= flows.seconds * 0.8);
 }
 
 TEST_CASE("a tree's rotated lanes take as long as the lanes they rotate and are walked only where paths allow it")

@@ -25,7 +25,13 @@ namespace {
 // Two bounds were raised once, by the change that charges NVLS-tree's protocol latency per hop as
 // NCCL's tuner does (models/collectives/protocol.cpp) instead of per chunk: the two-node H100
 // runs (issue309_qoofyk) lost an agreement that came from that per-chunk charge at 64 MiB-1 GiB,
-// while the four NVLS-tree scaling cases went from 14-21 % to 6-8 %.
+// while the four NVLS-tree scaling cases went from 14-21 % to 6-8 %. Two more were raised by the
+// change that keeps NCCL_STEPS chunks of a tree in flight and credits the tree on two nodes as
+// NCCL's tuner does (collective.hpp pipeline_slots, protocol.cpp tree_graph_factor): on AWS p5
+// the tuner now takes the tree at 64 MiB-1 GiB, which the NCCL 2.18.5 run (eks) measures slower
+// than the other p5 run (slurm) does (eks 9.1 -> 23.3 %, slurm 28.2 -> 21.8 %); and the AWS p4de
+// run's tree at 1 MiB hides EFA's latency behind its chunks (8 KiB-1 MiB 43.8 -> 50.0 %), while
+// its large sizes went from 41.7 to 3.4 % and OCI's two RoCE nodes from 17.6 to 10.0 %.
 struct Bound {
   double large, small;
 };
@@ -36,11 +42,11 @@ const std::map<std::string, Bound>& bounds()
       {"echo_azure_ndv4_a100_allreduce_4gpu", {6.7, 75.0}},
       {"echo_azure_ndv4_a100_allreduce_16gpu", {42.1, 22.9}},
       {"echo_azure_ndv4_a100_allreduce_32gpu", {38.2, 22.8}},
-      {"aws_p5_2node_h100_allreduce_eks_nccl2.18.5", {9.1, -1}},
-      {"aws_p4de_2node_a100_allreduce_slurm", {41.7, 43.8}},
-      {"aws_p5_2node_h100_allreduce_slurm", {28.2, 16.5}},
+      {"aws_p5_2node_h100_allreduce_eks_nccl2.18.5", {23.3, -1}},
+      {"aws_p4de_2node_a100_allreduce_slurm", {3.4, 50.0}},
+      {"aws_p5_2node_h100_allreduce_slurm", {21.8, 16.5}},
       {"oci_bm_gpu4_8_a100_1node_allreduce_10GiB", {0.4, -1}},
-      {"oci_bm_gpu4_8_a100_2node_roce_allreduce_10GiB", {17.6, -1}},
+      {"oci_bm_gpu4_8_a100_2node_roce_allreduce_10GiB", {10.0, -1}},
       {"azure_aibench_nd_a100_v4_1node_allreduce", {8.2, 58.9}},
       {"nvidia_dgxc_dgxh100_1node_allreduce", {6.6, 15.5}},
       {"astrasim_hgx_h100_2gpu_ring_allreduce_digitized", {3.1, -1}},
@@ -99,7 +105,7 @@ TEST_CASE("published nccl-tests cases: bus bandwidth error per case and family w
   }
   // Every case but those waiting for an algorithm runs.
   CHECK(run >= 28);
-  // Over every row run: today 14.4 % (>= 64 MiB, 145 rows) and 39.4 % (8 KiB-1 MiB, 106 rows).
-  CHECK(100 * c.large.mape <= 14.4 + kMarginPoints);
-  CHECK(100 * c.small.mape <= 39.4 + kMarginPoints);
+  // Over every row run: today 12.9 % (>= 64 MiB, 145 rows) and 39.8 % (8 KiB-1 MiB, 106 rows).
+  CHECK(100 * c.large.mape <= 12.9 + kMarginPoints);
+  CHECK(100 * c.small.mape <= 39.8 + kMarginPoints);
 }

@@ -2,6 +2,7 @@
 #include "sim/core/scenario_check.hpp"
 
 #include "sim/core/task_graph.hpp"
+#include "models/link_calibration.hpp"
 #include "topologies/nodes/node_type.hpp"
 
 #include <simgrid/kernel/routing/NetZoneImpl.hpp>
@@ -209,6 +210,19 @@ BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& 
   out.group_of_gpu.clear();
   for (const auto& port : ports)
     out.group_of_gpu.insert(out.group_of_gpu.end(), static_cast<size_t>(port.group->gpus_per_node), port.group_index);
+  // What NCCL's tree search may credit a tree with on two nodes (collective.hpp,
+  // GroupShape::nic_feed_ratio): the GPU's PCIe link at the PCIe figure of links.json over one
+  // of its node's NICs (one port of a NIC that stands for several, lay_out_nics).
+  for (const auto& port : ports) {
+    const auto& g = *port.group;
+    if (g.nic.count <= 0 || !(g.nic.bandwidth_Bps > 0))
+      continue;
+    const double one_nic = g.nic.bandwidth_Bps / std::max(1, g.nic.ports);
+    const double ratio   = *host_link_Bps[static_cast<size_t>(port.group_index)] * link_efficiency().pcie / one_nic;
+    for (int local = 0; local < g.gpus_per_node; ++local)
+      if (auto* gpu = out.gpus[static_cast<size_t>(port.first_gpu + local)]; gpu != nullptr)
+        gpu->set_property(kNicFeedRatioProperty, fmt::format("{:.17g}", ratio));
+  }
   sg4::Engine::get_instance()->get_netzone_root()->seal();
   return out;
 }

@@ -31,6 +31,10 @@ class NetZone;
 
 namespace stepsim {
 
+// A GPU host's property on a platform of several nodes: its PCIe link to a NIC over that NIC's
+// bandwidth (GroupShape::nic_feed_ratio).
+inline constexpr const char* kNicFeedRatioProperty = "nic_feed_ratio";
+
 struct BuiltPlatform {
   std::vector<simgrid::s4u::Host*> gpus; // GPU g of the job runs rank g; null where not built
   std::vector<int> group_of_gpu;         // index into PlatformSpec::node_groups

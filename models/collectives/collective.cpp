@@ -450,6 +450,8 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
       at = list.insert(at, Incoming{from, {}, {}, 0, 0});
     return *at;
   };
+  const int slots = std::max(1, a.pipeline_slots);
+  std::vector<double> delivered, link_free, started;
   for (int lane = 0; lane < walked; ++lane) {
     for (int m = 0; m < n; ++m)
       for (int k = 0; k < K; ++k)
@@ -465,14 +467,24 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
       }
     std::vector<int> next(static_cast<size_t>(n), 0);
     std::vector<double> ready(static_cast<size_t>(n), 0.0); // when the member's previous step's sends ended
+    // With several slots (a.pipeline_slots): when each step's sends had all arrived, when the
+    // member's link is next free, and when its previous step started.
+    if (slots > 1) {
+      delivered.assign(static_cast<size_t>(n) * static_cast<size_t>(K), 0.0);
+      link_free.assign(static_cast<size_t>(n), 0.0);
+      started.assign(static_cast<size_t>(n), 0.0);
+    }
     int done = 0;
     while (done < n) {
       bool progress = false;
       for (int m = 0; m < n; ++m) {
         int& k = next[static_cast<size_t>(m)];
         while (k <= K) {
-          // The receives of step k-1 must have arrived (earlier ones were checked before).
+          // The receives of step k-1 must have arrived (earlier ones were checked before). With
+          // several slots, the sends of step k - slots (and step k-1 must have started).
           double start = ready[static_cast<size_t>(m)];
+          if (slots > 1)
+            start = std::max(started[static_cast<size_t>(m)], k >= slots ? delivered[slot(m, k - slots)] : 0.0);
           bool waiting = false;
           if (k > 0) {
             const CollectiveStep& prev = lane_steps[slot(m, k - 1)];
@@ -495,6 +507,9 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
               ++incoming_of(m, prev.recv_from[static_cast<size_t>(r)]).consumed;
           }
           if (k == K) {
+            if (slots > 1) // the member is done when the sends still in flight have arrived
+              for (int j = std::max(0, K - slots); j < K; ++j)
+                start = std::max(start, delivered[slot(m, j)]);
             end = std::max(end, start);
             ++k;
             ++done;
@@ -503,6 +518,8 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
           }
           const CollectiveStep& s = lane_steps[slot(m, k)];
           double finished         = start;
+          // With several slots the step's sends leave once the link has sent the steps before.
+          const double leave = slots > 1 ? std::max(start, link_free[static_cast<size_t>(m)]) : start;
           for (int q = 0; q < s.sends; ++q) {
             const int to         = s.send_to[static_cast<size_t>(q)];
             Incoming& in         = incoming_of(to, m);
@@ -515,11 +532,20 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
             if (per_peer && kind == 0)
               sharing = std::max(1, to_peer[peer_key(m, k, to)]);
             const PathCost p = path(m, to);
-            const double t   = start + p.latency_s + (p.bandwidth_Bps > 0 ? s.bytes * sharing / p.bandwidth_Bps : 0.0);
+            const double wire = p.bandwidth_Bps > 0 ? s.bytes * sharing / p.bandwidth_Bps : 0.0;
+            double t          = start + p.latency_s + wire;
+            if (slots > 1) {
+              t = leave + wire + p.latency_s;
+              link_free[static_cast<size_t>(m)] = std::max(link_free[static_cast<size_t>(m)], leave + wire);
+            }
             in.arrivals.push_back(t);
             finished = std::max(finished, t);
           }
           ready[static_cast<size_t>(m)] = finished;
+          if (slots > 1) {
+            delivered[slot(m, k)]         = finished;
+            started[static_cast<size_t>(m)] = start;
+          }
           ++k;
           progress = true;
         }
@@ -539,6 +565,47 @@ int pipeline_chunks(double lane_bytes)
   if (!(lane_bytes > 0))
     return 1;
   return static_cast<int>(std::clamp(std::ceil(lane_bytes / kSlotBytes), 1.0, double(kMaxChunks)));
+}
+
+int flow_slots(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)
+{
+  if (a.pipeline_slots <= 1 || g.n <= 1)
+    return 1;
+  const int steps = a.steps(op, g, bytes);
+  if (steps < 2)
+    return 1;
+  // A chunk's time on a link: its bytes times the flows a member starts or takes in one step
+  // (a tree node sends to, or receives from, two children at once), at the first and last steps
+  // of lane 0 (a tree's reduce and its broadcast).
+  double chunk = 0;
+  int fan      = 1;
+  for (int k : {1, steps - 1})
+    for (int m = 0; m < g.n; ++m) {
+      const CollectiveStep s = a.step(op, g, bytes, 0, m, k);
+      chunk                  = std::max(chunk, s.bytes);
+      fan                    = std::max({fan, s.sends, s.recvs});
+    }
+  if (!(chunk > 0))
+    return 1;
+  // Per phase (an all-reduce has two: up and down) C chunks cross H hops of each path kind. W
+  // fairly shared slots cost each chunk α/W of latency and each hop W·t of fill:
+  // C·α/W + H·W·t, least at W = sqrt(C·α / (H·t)).
+  const double C = op == CollectiveOp::AllReduce ? steps / 2.0 : steps;
+  int height     = 0;
+  while ((1 << height) < g.nodes())
+    ++height;
+  int chain = std::max(1, g.per_node);
+  if (g.per_node == 0)
+    for (const auto& members : g.node_members)
+      chain = std::max(chain, static_cast<int>(members.size()));
+  int slots = 1;
+  const std::pair<PathCost, int> kinds[] = {{g.intra, chain - 1}, {g.inter, height}};
+  for (const auto& [p, hops] : kinds)
+    if (hops > 0 && p.latency_s > 0 && p.bandwidth_Bps > 0) {
+      const double t = chunk * fan / p.bandwidth_Bps;
+      slots          = std::max(slots, static_cast<int>(std::lround(std::sqrt(C * p.latency_s / (hops * t)))));
+    }
+  return std::min(slots, a.pipeline_slots);
 }
 
 CollectiveAlgorithm collective_choice(const std::string& all, const std::map<std::string, std::string>& per_op,

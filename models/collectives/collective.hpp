@@ -57,6 +57,11 @@ struct GroupShape {
   // CollNet.
   bool in_network_reduction = false;
   int channels              = 0; // NCCL channels asked for; 0 = the algorithm's default
+  // The members' PCIe link to a NIC over that NIC's bandwidth (the lowest of the members'; 0 =
+  // unknown). NCCL's tree search raises a tree's bandwidth inside the node up to twice its
+  // bandwidth across while the node's paths carry it; a GPU's data reaches its NIC over PCIe
+  // (protocol.cpp, tree_graph_factor).
+  double nic_feed_ratio = 0;
   PathCost intra, inter;         // a path inside a node and one between nodes (0 when none)
   // One node whose GPUs are joined by direct links of different reach (DGX-1's NVLink cube mesh):
   // the rings over all members that NCCL's search finds on those links (find_rings), each a
@@ -110,7 +115,19 @@ struct CollectiveAlgorithm {
   // node starts over the first d: uncontended_seconds then walks d lanes instead of all of them.
   // null = never.
   std::function<int(CollectiveOp op, const GroupShape& g, double bytes)> rotated_lanes{};
+  // Steps whose sends a member may have on the wire at once on a lane: 1 = each step waits until
+  // the sends of the step before have arrived. NCCL's pipelined algorithms keep up to NCCL_STEPS
+  // = 8 slots of a connection in flight (src/include/device.h; src/device/prims_simple.h
+  // waitPeer: a sender waits only `while (connStepCache + NCCL_STEPS < step + StepPerSlice)`, the
+  // receiver's head 8 slots behind), so a chunk's latency overlaps the chunks before it: a tree of
+  // C chunks and depth H pays H latencies, not C + H. Their sends still share the sender's link, one
+  // after the other. A step still waits for the receives it needs (a chunk is forwarded only once
+  // it has arrived).
+  int pipeline_slots = 1;
 };
+
+// NCCL_STEPS (src/include/device.h): the slots of a connection's buffer a sender may fill ahead.
+inline constexpr int kNcclSteps = 8;
 
 using CollectiveRegistry = Registry<CollectiveAlgorithm>;
 
@@ -157,5 +174,13 @@ std::vector<std::vector<int>> find_rings(const std::vector<std::vector<PathCost>
 // Chunks a pipelined algorithm cuts a lane's share into: NCCL moves a channel's data in slots of
 // NCCL_BUFFSIZE / NCCL_STEPS = 4 MiB / 8 = 512 KiB; capped to keep the replay small.
 int pipeline_chunks(double lane_bytes);
+
+// The slots a flow replay gives a lane of `a` (at most a.pipeline_slots). NCCL sends a
+// connection's slots one after the other, so a chunk takes its own time on the link whatever
+// follows it, and its latency hides behind the chunks before it. Flows that share a link share
+// it fairly instead: W slots in flight hide the latency W-fold but stretch each chunk's time on
+// the link W-fold, and with it the pipeline's fill over its hops. So the replay takes the W that
+// costs least, sqrt(chunks x latency / (hops x chunk time)) on the path kind that needs most.
+int flow_slots(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes);
 
 } // namespace stepsim

@@ -106,7 +106,8 @@ const bool registered = CollectiveRegistry::add(
     "NCCL's CollNet with InfiniBand SHARP (platform.network.sharp): each node sends S once into the fabric's switches, "
     "which reduce, and receives the result once, split over its GPUs' NICs",
     CollectiveAlgorithm{.name = "collnet", .lanes = lanes, .steps = steps, .step = step, .pick = {},
-                        .nccl = NcclAlgorithm::CollNet, .simple_protocol_only = true});
+                        .nccl = NcclAlgorithm::CollNet, .simple_protocol_only = true,
+                        .pipeline_slots = kNcclSteps});
 
 } // namespace
 } // namespace stepsim

@@ -125,6 +125,13 @@ CollectiveStep step(CollectiveOp, const GroupShape& g, double bytes, int lane, i
   return s;
 }
 
+// Its chunks keep one slot on the wire (CollectiveAlgorithm::pipeline_slots), though NCCL keeps
+// NCCL_STEPS of them in flight as it does for the tree: the published NVLS-tree runs across nodes
+// (two H100 nodes over InfiniBand and over EFA, NVIDIA's GTC'24 scaling curves) are slower at
+// 64 MiB-1 GiB than pipelined chunks give, by a start-up of about 0.2 ms that grows with the
+// nodes and is not modelled (README, Published nccl-tests curves). With 8 slots AWS p5's rows
+// >= 64 MiB went from 28 to 31 % and 9 to 139 % off; until that start-up is modelled, each chunk
+// step waits for the one before.
 const bool registered = CollectiveRegistry::add(
     "nvls_tree",
     "NCCL's NVLS_TREE across nodes whose NVSwitch reduces (H100/H200/B200): the switch reduces inside each node, "

@@ -209,10 +209,31 @@ double tree_correction(Protocol p, double bytes)
   return log_size < 23 ? kFactor[static_cast<size_t>(p)][static_cast<size_t>(log_size)] : 1.0;
 }
 
+// On one or two nodes the tuner takes each graph's bandwidth inside the node, bwIntra, where it
+// takes bwInter on more (v2.20.3 tuning.cc ncclTopoTuneModel: `bw = nNodes <= 2 || collnet ?
+// graphs[a]->bwIntra : graphs[a]->bwInter`). A ring's graph has the two equal (search.cc raises
+// both together), but the tree's search raises bwIntra alone, up to twice bwInter, while the
+// node's paths carry it (src/graph/search.cc, ncclTopoCompute: "increase bwIntra for trees (2
+// nodes or collnet)"). So on two nodes the tuner credits the tree with up to twice the ring's
+// bandwidth, and picks it on large messages too, where a GPU's PCIe link to its NIC carries more
+// than one NIC: the factor here is GroupShape::nic_feed_ratio, between 1 and 2.
+//
+// The published two-node runs agree: where a NIC is slower than the GPU's PCIe link (AWS p4de,
+// 4 x 100 Gb/s EFA for 8 A100; OCI BM.GPU4.8, 16 x 100 Gb/s RoCE; AWS p5, 32 x 100 Gb/s EFA)
+// nccl-tests report all-reduce bus bandwidths above the NICs' own, which no ring reaches; with
+// one 200 Gb/s NIC per A100 (Azure NDv4) they stay at the ring's (configs/calibration/
+// nccl_tests.json case 2x-ndv4-a100-hdr, nccl_tests_published.json).
+double tree_graph_factor(const GroupShape& g)
+{
+  if (g.nodes() != 2 || g.per_node < 2 || !(g.nic_feed_ratio > 0))
+    return 1;
+  return std::clamp(g.nic_feed_ratio, 1.0, 2.0);
+}
+
 double tuner_tree_bandwidth_seconds(double bare_ring_s, Protocol p, const GroupShape& g, double bytes)
 {
   return bare_ring_s * protocol_cost(p).wire_factor * g.n / (g.n - 1) / tree_cost().bandwidth_factor /
-         tree_correction(p, bytes);
+         tree_graph_factor(g) / tree_correction(p, bytes);
 }
 
 double bare_ring_bandwidth_seconds(CollectiveOp op, const GroupShape& g, double bytes)
@@ -233,11 +254,11 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
                                    double bytes)
 {
   using Key = std::tuple<std::vector<const CollectiveAlgorithm*>, std::vector<Protocol>, int, int, int, int, bool, int,
-                         double, double, double, double, double, std::vector<std::vector<int>>>;
+                         double, double, double, double, double, std::vector<std::vector<int>>, double>;
   static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key
   Key key{algorithms, allowed,           static_cast<int>(op), g.n,  g.nodes(), g.per_node, g.in_switch_reduction,
           g.channels, g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes,
-          g.rings};
+          g.rings,    g.nic_feed_ratio};
   if (auto it = cache.find(key); it != cache.end())
     return *it->second;
   // Timing a candidate may throw (an algorithm that cannot run the group): nothing is cached then.

@@ -224,7 +224,8 @@ const bool registered = CollectiveRegistry::add(
     "NCCL's double binary tree over nodes (chains inside nodes), pipelined in chunks: all-reduce on two trees of S/2; "
     "broadcast and reduce on one",
     CollectiveAlgorithm{.name = "tree", .lanes = tree_lanes, .steps = tree_steps, .step = tree_step, .pick = {},
-                        .nccl = NcclAlgorithm::Tree, .rotated_lanes = tree_rotated_lanes});
+                        .nccl = NcclAlgorithm::Tree, .rotated_lanes = tree_rotated_lanes,
+                        .pipeline_slots = kNcclSteps});
 
 } // namespace
 } // namespace stepsim

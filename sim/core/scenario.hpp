@@ -197,6 +197,7 @@ struct NicSpec {
   int count            = 8;
   double bandwidth_Bps = 25e9; // per NIC, per direction
   double latency_s     = 2e-6; // NIC to NIC through the fabric, switches included
+  int ports            = 1;    // NICs of the node this one stands for (sim/input/platform_parse.cpp lay_out_nics)
   // What the NICs speak (sim/input/platform_parse.hpp nic_kind_names): infiniband, roce, efa,
   // tcpx, tcpxo, ethernet. Each has its own achieved bandwidth and per-step latency
   // (configs/calibration/links.json "nic_kinds"), applied where the platform takes its achieved

@@ -46,9 +46,10 @@ struct HostCopy { // a copy between a GPU and its node's CPU host
 struct CollectiveLaunch { // NCCL's launch cost, before the collective's steps (collectives.hpp)
   int instance;
 };
-struct CollectiveSend { // one send of a member's current step on a lane
+struct CollectiveSend { // one send of a member's step on a lane
   int instance, member, lane;
-  int peer; // index into the step's send_to
+  int to;   // the member it goes to
+  int step; // the step it belongs to
 };
 struct CollectiveDelay { // a collective timed by its closed form, or a coalesced one's latency tail
   int instance;
@@ -57,7 +58,7 @@ struct CoalescedTransfer { // one lane of a coalesced collective
   int instance;
 };
 struct CollectiveShadow { // a peer's send beside a simulated member's step (shadows.hpp)
-  int instance, member, lane;
+  int instance, member, lane, step;
 };
 struct LooseShadow { // a peer's send that no simulated task waits for: it only loads the links
 };

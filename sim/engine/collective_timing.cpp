@@ -1,10 +1,12 @@
 #include "sim/engine/collective_timing.hpp"
 #include "models/collectives/protocol.hpp"
 #include "sim/core/link_bandwidth.hpp"
+#include "topologies/platform.hpp"
 
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <set>
 
@@ -166,9 +168,25 @@ const CollectiveTiming::Path& CollectiveTiming::path(int src_rank, int dst_rank)
 const GroupShape& CollectiveTiming::shape(int group)
 {
   auto [it, fresh] = shapes_.try_emplace(group);
-  if (fresh)
-    it->second = group_shape(w_.groups[static_cast<size_t>(group)],
-                             [&](int a, int b) { return member_path(group, a, b); });
+  if (fresh) {
+    const Group& g = w_.groups[static_cast<size_t>(group)];
+    it->second     = group_shape(g, [&](int a, int b) { return member_path(group, a, b); });
+    // The lowest of the members' built on the platform (none known: 0).
+    double ratio = 0;
+    for (int rank : g.ranks) {
+      const sg4::Host* host = static_cast<size_t>(rank) < hosts_.size() ? hosts_[static_cast<size_t>(rank)] : nullptr;
+      if (host == nullptr)
+        continue;
+      const char* value = host->get_property(kNicFeedRatioProperty);
+      if (value == nullptr) {
+        ratio = 0;
+        break;
+      }
+      const double r = std::strtod(value, nullptr);
+      ratio          = ratio > 0 ? std::min(ratio, r) : r;
+    }
+    it->second.nic_feed_ratio = ratio;
+  }
   return it->second;
 }
 
@@ -181,6 +199,7 @@ const CollectiveTiming::Plan& CollectiveTiming::plan(int group, CollectiveOp op,
     p.algorithm = &concrete_algorithm(algorithm_, op, *p.shape, bytes);
     p.steps     = w_.groups[static_cast<size_t>(group)].ranks.size() > 1 ? p.algorithm->steps(op, *p.shape, bytes) : 0;
     p.lanes     = lanes_of(*p.algorithm, op, *p.shape, bytes);
+    p.slots     = p.steps > 0 ? flow_slots(*p.algorithm, op, *p.shape, bytes) : 1;
   }
   return it->second;
 }

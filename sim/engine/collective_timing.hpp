@@ -86,6 +86,7 @@ public:
     const CollectiveAlgorithm* algorithm = nullptr;
     const GroupShape* shape              = nullptr;
     int steps = 0, lanes = 1;
+    int slots = 1; // steps a lane may have on the wire at once (flow_slots)
   };
   const Plan& plan(int group, CollectiveOp op, double bytes);
   // Latency and bottleneck bandwidth between two members of a group.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -54,6 +55,7 @@ void Collectives::post(const TaskRef& t)
     inst.algorithm   = plan.algorithm;
     inst.steps       = plan.steps;
     inst.lanes       = plan.lanes;
+    inst.slots       = std::clamp(plan.slots, 1, kNcclSteps);
     inst.members.assign(g.ranks.size(), Member{});
     inst.simulated = parts_.simulated.in_group[static_cast<size_t>(task.group)];
   }
@@ -158,17 +160,21 @@ bool Collectives::take_receives(Instance& inst, int m, Lane& lane, int lane_inde
   return true;
 }
 
-// Starts the member's next step on a lane if it may, or finishes the lane (and the member).
+// Starts the member's next steps on a lane while it may (the lane has fewer steps on the wire
+// than the algorithm's pipeline slots and the receives each needs have arrived), or finishes the
+// lane (and the member) once its last step's sends have arrived.
 void Collectives::advance(int id, int m, int lane_index)
 {
   Instance& inst = instances_[static_cast<size_t>(id)];
   Member& me     = inst.members[static_cast<size_t>(m)];
   Lane& lane     = me.lanes[static_cast<size_t>(lane_index)];
-  if (lane.sending || me.done || lane.step > inst.steps)
+  if (me.done || lane.step > inst.steps)
     return;
   const Group& g = w_.groups[static_cast<size_t>(inst.group)];
   while (true) {
     const int k = lane.step;
+    if (k - lane.oldest >= inst.slots || (k == inst.steps && lane.oldest < k))
+      return; // the window is full, or the last sends are still moving
     if (!take_receives(inst, m, lane, lane_index, k))
       return;
     if (k == inst.steps) {
@@ -181,24 +187,35 @@ void Collectives::advance(int id, int m, int lane_index)
         free_instances_.push_back(id);
       return;
     }
-    lane.current = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, lane_index, m, k);
-    if (lane.current.sends == 0 || lane.current.bytes <= 0) {
-      sent_to_all(id, m, lane_index);
+    const CollectiveStep s = inst.algorithm->step(inst.op, *inst.shape, inst.bytes, lane_index, m, k);
+    auto& in_flight        = lane.in_flight[static_cast<size_t>(k % inst.slots)];
+    ++lane.step;
+    if (s.sends == 0 || s.bytes <= 0) { // delivered at once
+      for (int q = 0; q < s.sends; ++q)
+        arrived(id, m, s.send_to[static_cast<size_t>(q)], lane_index);
+      in_flight = 0;
+      retire(lane, inst.slots);
       continue;
     }
-    lane.sending       = true;
-    lane.in_flight     = lane.current.sends;
+    in_flight          = static_cast<int16_t>(s.sends);
     const bool shadows = shadowed(inst);
-    for (int q = 0; q < lane.current.sends; ++q) {
-      Hop hop{g.ranks[static_cast<size_t>(m)], g.ranks[static_cast<size_t>(lane.current.send_to[static_cast<size_t>(q)])]};
+    for (int q = 0; q < s.sends; ++q) {
+      const int to = s.send_to[static_cast<size_t>(q)];
+      Hop hop{g.ranks[static_cast<size_t>(m)], g.ranks[static_cast<size_t>(to)]};
       if (inst.simulated == 1 && !shadows)
-        hop = parts_.timing.step_bottleneck(inst.group, inst.op, inst.bytes, lane_index, k, hop, lane.current.bytes);
-      parts_.activities.transfer(hop.src, hop.dst, lane.current.bytes, CollectiveSend{id, m, lane_index, q});
+        hop = parts_.timing.step_bottleneck(inst.group, inst.op, inst.bytes, lane_index, k, hop, s.bytes);
+      parts_.activities.transfer(hop.src, hop.dst, s.bytes, CollectiveSend{id, m, lane_index, to, k});
     }
     if (shadows)
-      lane.in_flight += shadow_step(id, m, lane_index, k);
-    return;
+      in_flight = static_cast<int16_t>(in_flight + shadow_step(id, m, lane_index, k));
   }
+}
+
+// Moves the lane's oldest step past the steps whose sends have all arrived.
+void Collectives::retire(Lane& lane, int slots)
+{
+  while (lane.oldest < lane.step && lane.in_flight[static_cast<size_t>(lane.oldest % slots)] == 0)
+    ++lane.oldest;
 }
 
 void Collectives::delay_done(int id)
@@ -208,19 +225,6 @@ void Collectives::delay_done(int id)
     if (member.task.rank_index >= 0)
       parts_.scheduler.complete(member.task);
   free_instances_.push_back(id);
-}
-
-// The member's current step on a lane has delivered everything: count the arrivals (a step
-// without bytes delivers at once) and move to the next step.
-void Collectives::sent_to_all(int id, int m, int lane_index)
-{
-  Instance& inst = instances_[static_cast<size_t>(id)];
-  Lane& lane     = inst.members[static_cast<size_t>(m)].lanes[static_cast<size_t>(lane_index)];
-  if (lane.current.bytes <= 0)
-    for (int q = 0; q < lane.current.sends; ++q)
-      arrived(id, m, lane.current.send_to[static_cast<size_t>(q)], lane_index);
-  lane.sending = false;
-  ++lane.step;
 }
 
 void Collectives::arrived(int id, int from, int to, int lane_index)
@@ -257,7 +261,7 @@ int Collectives::shadow_step(int id, int m, int lane, int k)
       for (int q = 0; q < step.sends; ++q) {
         const int dst = ranks[static_cast<size_t>(step.send_to[static_cast<size_t>(q)])];
         if (dst == me) { // the member's receive: its next step waits for it
-          parts_.activities.transfer(ranks[static_cast<size_t>(other)], dst, step.bytes, CollectiveShadow{id, m, lane});
+          parts_.activities.transfer(ranks[static_cast<size_t>(other)], dst, step.bytes, CollectiveShadow{id, m, lane, k});
           ++waited;
         } else {
           parts_.activities.transfer(ranks[static_cast<size_t>(other)], dst, step.bytes, LooseShadow{});
@@ -273,11 +277,10 @@ int Collectives::shadow_step(int id, int m, int lane, int k)
 
 void Collectives::shadow_done(const CollectiveShadow& shadow)
 {
-  Lane& lane = instances_[static_cast<size_t>(shadow.instance)]
-                   .members[static_cast<size_t>(shadow.member)]
-                   .lanes[static_cast<size_t>(shadow.lane)];
-  if (--lane.in_flight == 0)
-    sent_to_all(shadow.instance, shadow.member, shadow.lane);
+  Instance& inst = instances_[static_cast<size_t>(shadow.instance)];
+  Lane& lane     = inst.members[static_cast<size_t>(shadow.member)].lanes[static_cast<size_t>(shadow.lane)];
+  if (--lane.in_flight[static_cast<size_t>(shadow.step % inst.slots)] == 0)
+    retire(lane, inst.slots);
   advance(shadow.instance, shadow.member, shadow.lane);
 }
 
@@ -285,14 +288,13 @@ void Collectives::send_done(const CollectiveSend& send)
 {
   const int id         = send.instance;
   Instance& inst       = instances_[static_cast<size_t>(id)];
-  const int q          = send.peer;
   const int lane_index = send.lane;
   const int m          = send.member;
+  const int to         = send.to;
   Lane& lane           = inst.members[static_cast<size_t>(m)].lanes[static_cast<size_t>(lane_index)];
-  const int to         = lane.current.send_to[static_cast<size_t>(q)];
   arrived(id, m, to, lane_index);
-  if (--lane.in_flight == 0)
-    sent_to_all(id, m, lane_index);
+  if (--lane.in_flight[static_cast<size_t>(send.step % inst.slots)] == 0)
+    retire(lane, inst.slots);
   if (simulated_member(inst, to) && to != m)
     advance(id, to, lane_index);
   advance(id, m, lane_index);

@@ -18,6 +18,8 @@
 #include "sim/engine/parts.hpp"
 #include "sim/engine/scheduler.hpp"
 
+#include <array>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -58,10 +60,11 @@ private:
     int from = 0, arrived = 0, consumed = 0;
   };
   struct Lane {
-    int step = 0;      // the step being sent, or the next to start
-    int in_flight = 0; // sends of `step` still moving
-    bool sending = false;
-    CollectiveStep current;     // the step being sent
+    int step   = 0; // the next step to start
+    int oldest = 0; // the oldest step whose sends are still moving (== step when none is)
+    // Per step on the wire, at its index modulo the algorithm's pipeline slots: its sends (and
+    // the shadows it waits for) still moving. A lane has at most pipeline_slots steps on the wire.
+    std::array<int16_t, kNcclSteps> in_flight{};
     std::vector<Inbox> inboxes; // per peer it receives from (few: ring 1, tree up to 4)
   };
   struct Member {
@@ -78,6 +81,7 @@ private:
     const CollectiveAlgorithm* algorithm = nullptr; // the concrete one
     const GroupShape* shape = nullptr;
     int steps = 0, lanes = 1, posted = 0, simulated = 0, finished = 0;
+    int slots = 1; // steps a lane may have on the wire at once (algorithm->pipeline_slots)
     int coalesced_left = 0; // transfers of a coalesced collective still moving
     double tail_s = 0;      // latency still to wait after a coalesced transfer
     std::vector<Member> members; // by position in the group
@@ -110,7 +114,7 @@ private:
   static Inbox& inbox(Lane& lane, int from);
   bool take_receives(Instance& inst, int m, Lane& lane, int lane_index, int k);
   void advance(int id, int m, int lane_index);
-  void sent_to_all(int id, int m, int lane_index);
+  static void retire(Lane& lane, int slots);
   void arrived(int id, int from, int to, int lane_index);
 
   const Workload& w_;

@@ -52,7 +52,8 @@ void lay_out_nics(NicSpec& nic, int gpus_per_node, JsonReader& reader)
                                       nic.count, gpus_per_node, gpus_per_node));
     return;
   }
-  nic.bandwidth_Bps *= static_cast<double>(nic.count / groups);
+  nic.ports = nic.count / groups;
+  nic.bandwidth_Bps *= static_cast<double>(nic.ports);
   nic.count = groups;
 }
 

@@ -1,5 +1,5 @@
-"""What the programs that fit figures on published runs share (fit_runs.py, fit_framework.py, fit_link.py):
-a copy of the configuration folder whose calibration/ they may rewrite, `stepsim accuracy` over a
+"""What the programs that fit figures on published runs share (fit_runs.py, fit_framework.py, fit_link.py,
+fit_nic_latency.py): a copy of the configuration folder whose calibration/ they may rewrite, `stepsim accuracy` over a
 folder of cases with that copy, the golden-section search of one figure, and writing a
 calibration file."""
 

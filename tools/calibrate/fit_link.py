@@ -21,11 +21,10 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-from fitting import config_copy, golden
+from fitting import PublishedCompare, golden, set_links_figures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -52,30 +51,17 @@ def main():
 
     work = tempfile.mkdtemp(prefix="stepsim-fit-link-")
     try:
-        config_dir = config_copy(a.configs, work)
-        links_file = os.path.join(config_dir, "calibration", "links.json")
-        with open(links_file) as f:
-            links = json.load(f)
+        compare = PublishedCompare(a.stepsim, a.configs, published, chosen, work)
+        links = compare.links
         if a.link not in links:
             sys.exit(f"links.json has no entry \"{a.link}\"")
-        cases_file = os.path.join(work, "cases.json")
-        with open(cases_file, "w") as f:
-            json.dump(dict(published, cases=chosen), f)
-        env = dict(os.environ, STEPSIM_CONFIG_DIR=config_dir)
-
         if a.field not in links[a.link]:
             sys.exit(f"links.json's \"{a.link}\" has no figure \"{a.field}\"")
         source_key = "source" if a.field == "efficiency" else a.field + "_source"
 
         def large_mape(efficiency):
             links[a.link][a.field] = efficiency
-            with open(links_file, "w") as f:
-                json.dump(links, f)
-            out = os.path.join(work, "compare.json")
-            subprocess.run([a.stepsim, "collective", "--compare", cases_file, "--json", out], check=True, env=env,
-                           stdout=subprocess.DEVNULL)
-            with open(out) as f:
-                return 100 * json.load(f)["large"]["mape"]
+            return 100 * compare.run()["large"]["mape"]
 
         shipped = json.load(open(os.path.join(a.configs, "calibration", "links.json")))[a.link][a.field]
         before = large_mape(shipped)
@@ -85,18 +71,11 @@ def main():
         print(f"{a.link} on {a.preset}: {a.field} {shipped} -> {efficiency}; busbw MAPE over {rows} rows of "
               f"64 MiB and more {before:.1f}% -> {after:.1f}% ({names})")
         if a.write:
-            path = os.path.join(a.configs, "calibration", "links.json")
-            with open(path) as f:
-                text = json.load(f)
-            text[a.link][a.field] = efficiency
-            text[a.link][source_key] = (
-                f"fitted by tools/calibrate/fit_link.py on the {rows} rows of 64 MiB and more of the published "
+            set_links_figures(a.configs, [a.link], {
+                a.field: efficiency,
+                source_key: f"fitted by tools/calibrate/fit_link.py on the {rows} rows of 64 MiB and more of the published "
                 f"nccl-tests cases run on preset {a.preset} (configs/calibration/nccl_tests_published.json: "
-                f"{names}): busbw MAPE {after:.1f}%, against {before:.1f}% with the figure before the fit ({shipped})")
-            with open(path, "w") as f:
-                json.dump(text, f, indent=2, ensure_ascii=False)
-                f.write("\n")
-            print(f"wrote {path}")
+                f"{names}): busbw MAPE {after:.1f}%, against {before:.1f}% with the figure before the fit ({shipped})"})
     finally:
         shutil.rmtree(work)
 

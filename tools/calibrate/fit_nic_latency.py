@@ -6,8 +6,8 @@ Rows of 8 KiB to 1 MiB are latency-bound: there a collective's time is its steps
 than its bytes over the links. This program runs `stepsim collective --compare` on the cases of
 the presets (configs/calibration/nccl_tests_published.json by default) and searches, by bisection,
 the step latency whose mean log error of the time over those rows is zero (as many times predicted
-too short as too long, by ratio). A longer step never makes a collective faster, so the error falls
-as the latency grows and the root is unique. Everything else stays as shipped. With --write it
+too short as too long, by ratio). A longer step never makes a collective faster, so the error
+grows with the latency and the root is unique. Everything else stays as shipped. With --write it
 sets the figure and its source (`step_latency_source`) in links.json.
 
     python3 tools/calibrate/fit_nic_latency.py --kind efa --preset aws-p4de --preset aws-p5 --write
@@ -18,11 +18,10 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-from fitting import config_copy
+from fitting import PublishedCompare, set_links_figures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = (8 * 2**10, 2**20)  # the family of sizes `stepsim collective --compare` calls small
@@ -50,27 +49,15 @@ def main():
 
     work = tempfile.mkdtemp(prefix="stepsim-fit-nic-")
     try:
-        config_dir = config_copy(a.configs, work)
-        links_file = os.path.join(config_dir, "calibration", "links.json")
-        with open(links_file) as f:
-            links = json.load(f)
+        compare = PublishedCompare(a.stepsim, a.configs, published, chosen, work)
+        links = compare.links
         if a.kind not in links.get("nic_kinds", {}):
             sys.exit(f"links.json has no nic_kinds entry \"{a.kind}\"")
-        cases_file = os.path.join(work, "cases.json")
-        with open(cases_file, "w") as f:
-            json.dump(dict(published, cases=chosen), f)
-        env = dict(os.environ, STEPSIM_CONFIG_DIR=config_dir)
 
         def run(latency_us):
             """Mean log error of the time over the small rows, and their busbw MAPE (percent)."""
             links["nic_kinds"][a.kind]["step_latency"] = f"{latency_us:g}us"
-            with open(links_file, "w") as f:
-                json.dump(links, f)
-            out = os.path.join(work, "compare.json")
-            subprocess.run([a.stepsim, "collective", "--compare", cases_file, "--json", out, "-j", "2"], check=True,
-                           env=env, stdout=subprocess.DEVNULL)
-            with open(out) as f:
-                result = json.load(f)
+            result = compare.run()
             logs = [math.log(r["measured_busbw_GBps"] / r["predicted_busbw_GBps"])  # time = bytes / busbw
                     for c in result["cases"] for r in c["rows"] if r["family"] == "small"]
             return sum(logs) / len(logs), 100 * result["small"]["mape"]
@@ -93,20 +80,12 @@ def main():
               f"8 KiB-1 MiB mean log error of the time {before_log:+.3f} -> {after_log:+.3f}, busbw MAPE "
               f"{before:.1f}% -> {after:.1f}% ({names})")
         if a.write:
-            path = os.path.join(a.configs, "calibration", "links.json")
-            with open(path) as f:
-                text = json.load(f)
-            entry = text["nic_kinds"][a.kind]
-            entry["step_latency"] = f"{latency}us"
-            entry["step_latency_source"] = (
-                f"fitted by tools/calibrate/fit_nic_latency.py (mean log error of the time zero) on the {rows} rows of "
-                f"8 KiB-1 MiB of the published nccl-tests cases run on presets {', '.join(a.preset)} "
+            set_links_figures(a.configs, ["nic_kinds", a.kind], {
+                "step_latency": f"{latency}us",
+                "step_latency_source": f"fitted by tools/calibrate/fit_nic_latency.py (mean log error of the time zero) on "
+                f"the {rows} rows of 8 KiB-1 MiB of the published nccl-tests cases run on presets {', '.join(a.preset)} "
                 f"(configs/calibration/nccl_tests_published.json: {names}): busbw MAPE {after:.1f}%, against "
-                f"{before:.1f}% with the figure before the fit ({shipped})")
-            with open(path, "w") as f:
-                json.dump(text, f, indent=2, ensure_ascii=False)
-                f.write("\n")
-            print(f"wrote {path}")
+                f"{before:.1f}% with the figure before the fit ({shipped})"})
     finally:
         shutil.rmtree(work)
 

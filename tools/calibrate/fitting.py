@@ -54,3 +54,44 @@ def write_calibration(path, figures):
         json.dump(figures, f, indent=2)
         f.write("\n")
     print(f"wrote {path}")
+
+
+def set_links_figures(configs, entry, figures):
+    """Sets `figures` (a dict) in the entry of configs/calibration/links.json reached by the keys
+    `entry` (["nvlink"], ["nic_kinds", "efa"]), keeping the file's layout."""
+    path = os.path.join(configs, "calibration", "links.json")
+    with open(path) as f:
+        links = json.load(f)
+    target = links
+    for key in entry:
+        target = target[key]
+    target.update(figures)
+    with open(path, "w") as f:
+        json.dump(links, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    print(f"wrote {path}")
+
+
+class PublishedCompare:
+    """`stepsim collective --compare` over some of the published nccl-tests cases, with a copy of the
+    configuration folder under `work` whose links.json (`links`, a dict) the fit changes between runs."""
+
+    def __init__(self, stepsim, configs, published, chosen, work):
+        self.stepsim = stepsim
+        self.config_dir = config_copy(configs, work)
+        self.links_file = os.path.join(self.config_dir, "calibration", "links.json")
+        with open(self.links_file) as f:
+            self.links = json.load(f)
+        self.cases_file = os.path.join(work, "cases.json")
+        with open(self.cases_file, "w") as f:
+            json.dump(dict(published, cases=chosen), f)
+        self.out = os.path.join(work, "compare.json")
+
+    def run(self):
+        """The comparison's JSON with the present `links`."""
+        with open(self.links_file, "w") as f:
+            json.dump(self.links, f)
+        subprocess.run([self.stepsim, "collective", "--compare", self.cases_file, "--json", self.out, "-j", "2"],
+                       check=True, env=dict(os.environ, STEPSIM_CONFIG_DIR=self.config_dir), stdout=subprocess.DEVNULL)
+        with open(self.out) as f:
+            return json.load(f)

@@ -20,9 +20,7 @@ fraction of the PCIe link's achieved bandwidth that transfers staged through hos
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 
 from fitting import PublishedCompare, golden, set_links_figures
 
@@ -42,17 +40,9 @@ def main():
     ap.add_argument("--write", action="store_true", help="set the entry's efficiency in links.json")
     a = ap.parse_args()
 
-    with open(a.cases) as f:
-        published = json.load(f)
-    chosen = [c for c in published["cases"] if c["preset"] == a.preset]
-    rows = sum(1 for c in chosen for r in c["rows"] if r["bytes"] >= 64 * 2**20)
-    if rows == 0:
-        sys.exit(f"no published case on preset {a.preset} has a row of 64 MiB or more in {a.cases}")
-
-    work = tempfile.mkdtemp(prefix="stepsim-fit-link-")
-    try:
-        compare = PublishedCompare(a.stepsim, a.configs, published, chosen, work)
-        links = compare.links
+    with PublishedCompare(a.stepsim, a.configs, a.cases, [a.preset], lambda size: size >= 64 * 2**20,
+                          "of 64 MiB or more") as compare:
+        links, rows, names = compare.links, compare.rows, compare.names
         if a.link not in links:
             sys.exit(f"links.json has no entry \"{a.link}\"")
         if a.field not in links[a.link]:
@@ -67,7 +57,6 @@ def main():
         before = large_mape(shipped)
         efficiency = golden(large_mape, 0.5 if a.field == "efficiency" else 0.05, 1.0, a.tolerance)
         after = large_mape(efficiency)
-        names = ", ".join(c["name"] for c in chosen)
         print(f"{a.link} on {a.preset}: {a.field} {shipped} -> {efficiency}; busbw MAPE over {rows} rows of "
               f"64 MiB and more {before:.1f}% -> {after:.1f}% ({names})")
         if a.write:
@@ -76,8 +65,6 @@ def main():
                 source_key: f"fitted by tools/calibrate/fit_link.py on the {rows} rows of 64 MiB and more of the published "
                 f"nccl-tests cases run on preset {a.preset} (configs/calibration/nccl_tests_published.json: "
                 f"{names}): busbw MAPE {after:.1f}%, against {before:.1f}% with the figure before the fit ({shipped})"})
-    finally:
-        shutil.rmtree(work)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,7 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
-import tempfile
 
 from fitting import PublishedCompare, set_links_figures
 
@@ -40,17 +38,9 @@ def main():
     ap.add_argument("--write", action="store_true", help="set the figure in links.json")
     a = ap.parse_args()
 
-    with open(a.cases) as f:
-        published = json.load(f)
-    chosen = [c for c in published["cases"] if c["preset"] in a.preset]
-    rows = sum(1 for c in chosen for r in c["rows"] if SMALL[0] <= r["bytes"] <= SMALL[1])
-    if rows == 0:
-        sys.exit(f"no published case on presets {', '.join(a.preset)} has a row of 8 KiB-1 MiB in {a.cases}")
-
-    work = tempfile.mkdtemp(prefix="stepsim-fit-nic-")
-    try:
-        compare = PublishedCompare(a.stepsim, a.configs, published, chosen, work)
-        links = compare.links
+    with PublishedCompare(a.stepsim, a.configs, a.cases, a.preset, lambda size: SMALL[0] <= size <= SMALL[1],
+                          "of 8 KiB-1 MiB") as compare:
+        links, rows, names = compare.links, compare.rows, compare.names
         if a.kind not in links.get("nic_kinds", {}):
             sys.exit(f"links.json has no nic_kinds entry \"{a.kind}\"")
 
@@ -75,7 +65,6 @@ def main():
                 hi = mid
         latency = round((lo + hi) / 2)
         after_log, after = run(latency)
-        names = ", ".join(c["name"] for c in chosen)
         print(f"{a.kind} on {', '.join(a.preset)}: step_latency {shipped} -> {latency}us; over {rows} rows of "
               f"8 KiB-1 MiB mean log error of the time {before_log:+.3f} -> {after_log:+.3f}, busbw MAPE "
               f"{before:.1f}% -> {after:.1f}% ({names})")
@@ -86,8 +75,6 @@ def main():
                 f"the {rows} rows of 8 KiB-1 MiB of the published nccl-tests cases run on presets {', '.join(a.preset)} "
                 f"(configs/calibration/nccl_tests_published.json: {names}): busbw MAPE {after:.1f}%, against "
                 f"{before:.1f}% with the figure before the fit ({shipped})"})
-    finally:
-        shutil.rmtree(work)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
-"""What the programs that fit figures on published runs share (fit_runs.py, fit_framework.py, fit_link.py,
-fit_nic_latency.py): a copy of the configuration folder whose calibration/ they may rewrite, `stepsim accuracy` over a
-folder of cases with that copy, the golden-section search of one figure, and writing a
-calibration file."""
+"""What the programs that fit figures on published runs share (fit_runs.py, fit_framework.py,
+fit_link.py, fit_nic_latency.py): a copy of the configuration folder whose calibration/ they may
+rewrite, `stepsim accuracy` over a folder of cases with that copy, the golden-section search of
+one figure, writing a calibration file, `stepsim collective --compare` over the published
+nccl-tests cases of some presets (PublishedCompare) and setting figures in links.json."""
 
 import json
 import math
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 
 
 def config_copy(configs, work):
@@ -73,19 +76,37 @@ def set_links_figures(configs, entry, figures):
 
 
 class PublishedCompare:
-    """`stepsim collective --compare` over some of the published nccl-tests cases, with a copy of the
-    configuration folder under `work` whose links.json (`links`, a dict) the fit changes between runs."""
+    """`stepsim collective --compare` over the published nccl-tests cases (`cases`, a file) run on
+    `presets` and having rows whose size `sized` accepts (`rows` of them), with a copy of the
+    configuration folder in a temporary folder whose links.json (`links`, a dict) a fit changes
+    between runs. A context manager: the folder is removed on leaving it. Exits, naming the rows,
+    where no case has one."""
 
-    def __init__(self, stepsim, configs, published, chosen, work):
+    def __init__(self, stepsim, configs, cases, presets, sized, rows_named):
+        with open(cases) as f:
+            published = json.load(f)
+        self.chosen = [c for c in published["cases"] if c["preset"] in presets]
+        self.names = ", ".join(c["name"] for c in self.chosen)
+        self.rows = sum(1 for c in self.chosen for r in c["rows"] if sized(r["bytes"]))
+        if self.rows == 0:
+            sys.exit(f"no published case on presets {', '.join(presets)} has a row {rows_named} in {cases}")
         self.stepsim = stepsim
-        self.config_dir = config_copy(configs, work)
+        self.work = tempfile.mkdtemp(prefix="stepsim-fit-")
+        self.config_dir = config_copy(configs, self.work)
         self.links_file = os.path.join(self.config_dir, "calibration", "links.json")
         with open(self.links_file) as f:
             self.links = json.load(f)
-        self.cases_file = os.path.join(work, "cases.json")
+        self.cases_file = os.path.join(self.work, "cases.json")
         with open(self.cases_file, "w") as f:
-            json.dump(dict(published, cases=chosen), f)
-        self.out = os.path.join(work, "compare.json")
+            json.dump(dict(published, cases=self.chosen), f)
+        self.out = os.path.join(self.work, "compare.json")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.work)
+        return False
 
     def run(self):
         """The comparison's JSON with the present `links`."""

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -81,6 +82,26 @@ LinkEfficiency load_link_efficiency()
         problems.add(link.path_of("host_staged"), "expected a fraction above 0 and no larger than 1");
       link.text("host_staged_source");
     }
+    if (nvswitch && link.has("step_latency_by_gpu")) {
+      // {"H100-SXM": "0us", "H100-SXM_source": "..."}: a figure and its source per device.
+      const nlohmann::json* by_gpu = link.raw("step_latency_by_gpu");
+      JsonReader gpus              = link.object("step_latency_by_gpu");
+      if (by_gpu->is_object())
+        for (const auto& [name, value] : by_gpu->items()) {
+          if (name.size() > 7 && name.ends_with("_source")) {
+            gpus.text(name);
+            continue;
+          }
+          const auto devices = device_names();
+          if (std::find(devices.begin(), devices.end(), name) == devices.end())
+            problems.add(gpus.path_of(name), "expected a device of configs/devices/ (H100-SXM, ...)");
+          const double s = gpus.time(name);
+          if (s > 1e-3)
+            problems.add(gpus.path_of(name), "expected a per-step latency below 1 ms");
+          e.nvswitch_step_by_gpu_s[name] = s;
+        }
+      gpus.reject_unknown_keys();
+    }
     if (nvswitch && link.has("in_switch_reduction")) {
       e.nvls_reduction_Bps = link.bandwidth("in_switch_reduction", 0.0);
       if (!(e.nvls_reduction_Bps > 0))
@@ -112,7 +133,8 @@ LinkEfficiency load_link_efficiency()
     JsonReader protocols = r.object("protocols");
     protocols.raw("description");
     protocols.raw("source");
-    protocols.raw("tree"); // read by models/collectives/protocol.cpp
+    protocols.raw("tree");      // read by models/collectives/protocol.cpp
+    protocols.raw("nvls_tree"); // read by models/collectives/protocol.cpp
     const char* names[] = {"LL", "LL128", "Simple"};
     for (size_t i = 0; i < e.protocols.size(); ++i) {
       JsonReader p      = protocols.object(names[i], true);
@@ -145,6 +167,13 @@ LinkEfficiency load_link_efficiency()
   r.reject_unknown_keys();
   problems.throw_if_any();
   return e;
+}
+
+double LinkEfficiency::nvswitch_step_for(const std::string& gpu) const
+{
+  if (auto it = nvswitch_step_by_gpu_s.find(gpu); it != nvswitch_step_by_gpu_s.end())
+    return it->second;
+  return nvswitch_step_s;
 }
 
 NicKindCost LinkEfficiency::nic_kind(const std::string& kind) const
@@ -209,6 +238,9 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
           problems.add(nvswitch.path_of("in_switch_reduction"), "expected a positive bandwidth such as 274GBps");
       }
       nvswitch.raw("in_switch_reduction_source");
+      // A cluster's own NVSwitch step, fitted on its own rows, is every GPU's there.
+      if (nvswitch.has("step_latency"))
+        e.nvswitch_step_by_gpu_s.clear();
       link(nvswitch, e.nvswitch, e.nvswitch_step_s);
     }
     if (r.has("nvlink"))

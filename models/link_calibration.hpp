@@ -46,6 +46,10 @@ struct LinkEfficiency {
   // seconds per GPU-to-GPU path of that type; added to the scenario's path latency of that type
   // (unless the scenario sets it to zero: an idealised, free link).
   double nvswitch_step_s = 0, nvlink_step_s = 0, pcie_step_s = 0, nic_step_s = 0;
+  // The NVSwitch step latency of the GPUs whose own small-message rows were measured to differ
+  // from the figure above (links.json nvswitch.step_latency_by_gpu), by catalogue device name.
+  std::map<std::string, double> nvswitch_step_by_gpu_s;
+  double nvswitch_step_for(const std::string& gpu) const;
   // NCCL's fixed cost of one collective (its tuner's baseLat: kernel launch and set-up), seconds.
   double collective_base_latency_s = 0;
   // NVLink SHARP: the rate at which the NVSwitch reduces what one GPU pushes into it, bytes per

@@ -11,6 +11,7 @@
 #include "sim/engine/replay.hpp"
 #include "tools/driver/collective_bench.hpp"
 #include "sim/simulate.hpp"
+#include "topologies/nodes/node_type.hpp"
 #include "topologies/platform.hpp"
 
 #include <catch2/catch.hpp>
@@ -387,4 +388,69 @@ TEST_CASE("stepsim collective: NCCL's algorithms across nodes and the DGX-1's ri
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("--algorithm") != std::string::npos);
   CHECK(r.output.find(message) != std::string::npos);
+}
+
+TEST_CASE("Hopper's NVSwitch takes its own LL step, so one DGX H100 node runs small all-reduces as NCCL's tuner does",
+          "[network_model][collectives_nccl]")
+{
+  // links.json nvswitch.step_latency_by_gpu: H100, H200 and H800 step on their NVSwitch faster than
+  // the A100 rows the NVSwitch's own figure was fitted on.
+  const LinkEfficiency& links = link_efficiency();
+  REQUIRE(links.nvswitch_step_by_gpu_s.count("H100-SXM") == 1);
+  CHECK(links.nvswitch_step_for("H100-SXM") < links.nvswitch_step_for("A100-SXM4-80GB"));
+  CHECK(links.nvswitch_step_for("H200-SXM") == links.nvswitch_step_for("H100-SXM"));
+  CHECK(links.nvswitch_step_for("A100-SXM4-80GB") == links.nvswitch_step_s);
+
+  // The platform is built with each node group's own step on top of its wire latency.
+  PlatformSpec spec;
+  for (const char* gpu : {"H100-SXM", "A100-SXM4-80GB"}) {
+    NodeGroupSpec g;
+    g.gpu                      = gpu;
+    g.intra_node.type          = "nvswitch";
+    g.intra_node.bandwidth_Bps = 300e9;
+    g.intra_node.latency_s     = 1e-6;
+    spec.node_groups.push_back(g);
+  }
+  const PlatformSpec achieved = with_achieved_bandwidth(spec, links);
+  CHECK(achieved.node_groups[0].intra_node.latency_s == Approx(1e-6 + links.nvswitch_step_for("H100-SXM")));
+  CHECK(achieved.node_groups[1].intra_node.latency_s == Approx(1e-6 + links.nvswitch_step_s));
+
+  // NCCL's tuner runs the ring with LL on small messages (NVLS's hwLat is 25 us, the ring's
+  // 6.6 + 14 x 0.6), and NVLS on large ones; so does `auto` now on a DGX H100 node.
+  const auto rows = run_collective_json("--preset dgx-h100 --nodes 1 --sizes 8KiB,256KiB,64MiB").at("rows");
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].at("picked") == "ring/LL");
+  CHECK(rows[1].at("picked") == "ring/LL");
+  CHECK(rows[2].at("picked") == "nvls/Simple");
+  // ... within 15 % of the published node's 8 KiB and 256 KiB times (17.4 and 20.4 us:
+  // nvidia_dgxc_dgxh100_1node_allreduce), 8,192 and 262,144 bytes.
+  CHECK(rows[0].at("time_us").get<double>() == Approx(17.4).epsilon(0.25));
+  CHECK(rows[1].at("time_us").get<double>() == Approx(20.4).epsilon(0.15));
+
+  // A cluster's own NVSwitch step, fitted on its logs, is every GPU's there.
+  const std::string file = testing::write_temp_file("own-nvswitch.json", R"({"nvswitch": {"step_latency": "0.7us"}})");
+  const LinkEfficiency own = load_network_calibration(file, links, "--network-calibration");
+  CHECK(own.nvswitch_step_for("H100-SXM") == Approx(0.7e-6));
+  CHECK(own.nvswitch_step_for("A100-SXM4-80GB") == Approx(0.7e-6));
+}
+
+TEST_CASE("NVLS-tree pays its own hop latency between nodes, once per hop of its trees' depth", "[network_model]")
+{
+  // links.json protocols.nvls_tree, fitted on NVIDIA's scaling curves, whose 1 MiB all-reduce takes
+  // about 48 us more per doubling of the nodes: the fixed cost grows with log2 of the nodes.
+  auto time_us = [](int nodes) {
+    const auto rows = run_collective_json(fmt::format("--preset dgx-h100-superpod --nodes {} --algorithm nvls_tree "
+                                                      "--sizes 8KiB",
+                                                      nodes))
+                          .at("rows");
+    REQUIRE(rows.size() == 1);
+    return rows[0].at("time_us").get<double>();
+  };
+  const double two = time_us(2), four = time_us(4), eight = time_us(8);
+  // Each doubling adds one level to each tree, up and down: twice the hop, 18.7 us and more.
+  CHECK(four - two > 2 * 18.7);
+  CHECK(eight - four == Approx(four - two).epsilon(0.2));
+  // The published 32-GPU (4-node) curve's 1 MiB row took 129 us; its fixed cost is most of it.
+  CHECK(four < 129);
+  CHECK(four > 0.6 * 129);
 }

@@ -40,10 +40,13 @@ namespace {
 
 // What NCCL's tree costs beyond the ring on the same links (links.json protocols.tree): its
 // inter-node hop latency per protocol (hwLat[NET][TREE] above hwLat[NET][RING]) and its bus
-// bandwidth factor (tuning.cc: busBw * .92).
+// bandwidth factor (tuning.cc: busBw * .92). NVLS-tree's trees across nodes have a hop latency
+// of their own (links.json protocols.nvls_tree; it runs Simple only), which takes the tree's
+// Simple figure where the file gives none.
 struct TreeCost {
   std::array<double, 3> step_between_s{};
   double bandwidth_factor = 1;
+  double nvls_tree_step_between_s = 0;
 };
 
 const TreeCost& tree_cost()
@@ -65,6 +68,17 @@ const TreeCost& tree_cost()
     c.bandwidth_factor = tree.number("bandwidth_factor", 1.0, 0, true);
     if (c.bandwidth_factor > 1)
       problems.add(tree.path_of("bandwidth_factor"), "expected a fraction no larger than 1");
+    c.nvls_tree_step_between_s = c.step_between_s[static_cast<size_t>(Protocol::Simple)];
+    JsonReader protocols = r.object("protocols");
+    if (protocols.has("nvls_tree")) {
+      JsonReader nvls_tree         = protocols.object("nvls_tree");
+      c.nvls_tree_step_between_s = nvls_tree.time("step_between_nodes", 0.0);
+      if (c.nvls_tree_step_between_s > 1e-3)
+        problems.add(nvls_tree.path_of("step_between_nodes"), "expected a per-step latency below 1 ms");
+      nvls_tree.text("step_between_nodes_source");
+      nvls_tree.raw("notes");
+      nvls_tree.reject_unknown_keys();
+    }
     problems.throw_if_any();
     return c;
   }();
@@ -155,11 +169,14 @@ static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, con
   // with each step costing only the protocol's extra latency on its path type.
   const double inside  = g.intra.latency_s > 0 ? c.step_inside_s : 0.0;
   // The trees across nodes (the tree's and NVLS-tree's: the same double binary tree through the
-  // NICs, NCCL's proxy forwarding each chunk) pay the tree's extra latency per step between nodes.
-  const bool tree      = a.bare->nccl == NcclAlgorithm::Tree || a.bare->nccl == NcclAlgorithm::NvlsTree;
-  const double between = g.inter.latency_s > 0
-                             ? c.step_between_s + (tree ? tree_cost().step_between_s[static_cast<size_t>(a.protocol)] : 0.0)
-                             : 0.0;
+  // NICs, NCCL's proxy forwarding each chunk) pay an extra latency per step between nodes: the
+  // tree's per protocol, NVLS-tree's its own (fitted on its published scaling curves).
+  const bool nvls_tree = a.bare->nccl == NcclAlgorithm::NvlsTree;
+  const bool tree      = a.bare->nccl == NcclAlgorithm::Tree || nvls_tree;
+  const double tree_hop = nvls_tree ? tree_cost().nvls_tree_step_between_s
+                          : tree    ? tree_cost().step_between_s[static_cast<size_t>(a.protocol)]
+                                    : 0.0;
+  const double between  = g.inter.latency_s > 0 ? c.step_between_s + tree_hop : 0.0;
   // The pipelined algorithms (the trees, NVLS-tree, CollNet) pay these once per hop of their
   // depth, as NCCL's tuner charges them (v2.20.3 src/graph/tuning.cc: tree 2 x ((ppn-1) intraLat
   // + log2(nNodes) interLat), NVLS_TREE intraLat + 2 log2(nNodes) interLat, CollNet one trip),

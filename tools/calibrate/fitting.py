@@ -1,5 +1,5 @@
 """What the programs that fit figures on published runs share (fit_runs.py, fit_framework.py,
-fit_link.py, fit_nic_latency.py): a copy of the configuration folder whose calibration/ they may
+fit_link.py, fit_latency.py): a copy of the configuration folder whose calibration/ they may
 rewrite, `stepsim accuracy` over a folder of cases with that copy, the golden-section search of
 one figure, writing a calibration file, `stepsim collective --compare` over the published
 nccl-tests cases of some presets (PublishedCompare) and setting figures in links.json."""
@@ -77,15 +77,17 @@ def set_links_figures(configs, entry, figures):
 
 class PublishedCompare:
     """`stepsim collective --compare` over the published nccl-tests cases (`cases`, a file) run on
-    `presets` and having rows whose size `sized` accepts (`rows` of them), with a copy of the
+    `presets` (and named with one of the substrings `named`, where given) and having rows whose
+    size `sized` accepts (`rows` of them), with a copy of the
     configuration folder in a temporary folder whose links.json (`links`, a dict) a fit changes
     between runs. A context manager: the folder is removed on leaving it. Exits, naming the rows,
     where no case has one."""
 
-    def __init__(self, stepsim, configs, cases, presets, sized, rows_named):
+    def __init__(self, stepsim, configs, cases, presets, sized, rows_named, named=()):
         with open(cases) as f:
             published = json.load(f)
-        self.chosen = [c for c in published["cases"] if c["preset"] in presets]
+        self.chosen = [c for c in published["cases"]
+                       if c["preset"] in presets and (not named or any(n in c["name"] for n in named))]
         self.names = ", ".join(c["name"] for c in self.chosen)
         self.rows = sum(1 for c in self.chosen for r in c["rows"] if sized(r["bytes"]))
         if self.rows == 0:

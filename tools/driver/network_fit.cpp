@@ -412,6 +412,15 @@ NetworkFit fit_network(const NetworkFitRequest& request)
     }
   }
 
+  // The logs are of one machine: its GPU's NVSwitch step (links.json nvswitch.step_latency_by_gpu)
+  // is the figure the fit starts from, and what it fits for the NVSwitch is the cluster's.
+  for (const Case& c : cases)
+    if (!c.platform.node_groups.empty()) {
+      fit.before.nvswitch_step_s = fit.before.nvswitch_step_for(c.platform.node_groups.front().gpu);
+      break;
+    }
+  fit.before.nvswitch_step_by_gpu_s.clear();
+
   // The rows before, on links.json.
   for (Case& c : cases) {
     if (c.fit->fitted_link.empty())

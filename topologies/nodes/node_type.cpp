@@ -188,7 +188,7 @@ PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEff
       g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.pcie_step_s : 0;
     } else if (link == LinkClass::NvLink) {
       g.intra_node.bandwidth_Bps *= efficiency.nvswitch;
-      g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.nvswitch_step_s : 0;
+      g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.nvswitch_step_for(g.gpu) : 0;
     } else if (link == LinkClass::NvLinkDirect) {
       g.intra_node.bandwidth_Bps *= efficiency.nvlink;
       g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.nvlink_step_s : 0;

@@ -422,8 +422,9 @@ TEST_CASE("Hopper's NVSwitch takes its own LL step, so one DGX H100 node runs sm
   CHECK(rows[0].at("picked") == "ring/LL");
   CHECK(rows[1].at("picked") == "ring/LL");
   CHECK(rows[2].at("picked") == "nvls/Simple");
-  // ... within 15 % of the published node's 8 KiB and 256 KiB times (17.4 and 20.4 us:
-  // nvidia_dgxc_dgxh100_1node_allreduce), 8,192 and 262,144 bytes.
+  // ... within 25 % and 15 % of the published node's 8 KiB and 256 KiB times (17.4 and 20.4 us:
+  // nvidia_dgxc_dgxh100_1node_allreduce): the step stops at 0 on top of the preset's 1 us wire
+  // latency, so the 8 KiB row stays about 19 % slow.
   CHECK(rows[0].at("time_us").get<double>() == Approx(17.4).epsilon(0.25));
   CHECK(rows[1].at("time_us").get<double>() == Approx(20.4).epsilon(0.15));
 

@@ -9,7 +9,9 @@ than its bytes over the links. This program runs `stepsim collective --compare` 
 the presets (configs/calibration/nccl_tests_published.json by default) and searches, by bisection,
 the latency whose mean log error of the time over those rows is zero (as many times predicted
 too short as too long, by ratio). A longer step never makes a collective faster, so the error
-grows with the latency and the root is unique. Everything else stays as shipped. With --write it
+grows with the latency and the root is unique; where the rows are predicted too slow even at the
+smallest latency searched (--lo), the fit is that bound and says so. Everything else stays as
+shipped. With --write it
 sets the figure and its source (the key beside it, named as the figure with `_source` after it)
 in links.json.
 

@@ -61,8 +61,16 @@ TEST_CASE("every example scenario runs with stepsim run", "[examples]")
       CHECK(j.at("fits_in_memory").get<bool>());
       // Examples are meant to be tried at once. CPU time, not wall time, so that a machine busy
       // with other tests does not fail it: the schedules' examples take under 0.2 s, the
-      // 16,384-GPU Llama 3 405B, the largest, about 2 s.
-      CHECK(cpu_s < 3.0);
+      // 16,384-GPU Llama 3 405B, the largest, about 2 s. Under AddressSanitizer (`make sanitize`)
+      // a run costs several times that: the 0.16 s of resnet50-input-pipeline took 3.7-4.3 s,
+      // half of it system time mapping the shadow memory of the process and of the host side's
+      // child; there the bound only catches a run that does not end.
+#ifdef __SANITIZE_ADDRESS__
+      constexpr double kCpuBound = 30.0;
+#else
+      constexpr double kCpuBound = 3.0;
+#endif
+      CHECK(cpu_s < kCpuBound);
     }
   }
 }

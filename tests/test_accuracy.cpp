@@ -18,13 +18,14 @@
 namespace {
 
 // `stepsim accuracy` with the shipped calibrations: 3.2% over the fitted cases (the bound keeps the
-// 3.4% they were fitted to), 5.1% over all 38 since DeepSpeed's blocking sends, gradient
+// 3.4% they were fitted to), 4.2% over all 38 since DeepSpeed's blocking sends, gradient
 // accumulation and tensor-by-tensor ZeRO-3 gathers, Megatron-Core's tensor-parallel overlap, the
-// H100 figure fitted on its runs, llm-foundry's figures fitted on MosaicML's tables and
-// DeepSpeed-Megatron's on its two A100 runs; worst +31.9% (Megatron-Core 1.7B on H100).
+// H100 figure fitted on its runs, llm-foundry's figures fitted on MosaicML's tables,
+// DeepSpeed-Megatron's on its two A100 runs and Korthikanti's 530B runs interleaved as Calculon's
+// validation ran them; worst +31.9% (Megatron-Core 1.7B on H100).
 constexpr double kReachedMapePct    = 3.4;
 constexpr double kWorstCaseLimitPct = 20.0;
-constexpr double kReachedAllMapePct = 5.1;
+constexpr double kReachedAllMapePct = 4.2;
 constexpr double kWorstAllLimitPct  = 33.0;
 
 bool fitted(const std::string& id)

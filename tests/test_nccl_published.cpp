@@ -40,7 +40,13 @@ namespace {
 // runs the tree on EFA, those rows are slower than measured (issue309 four nodes 19.5 -> 24.7 %,
 // p5 slurm 25.2 -> 27.4 %), while issue309's two nodes went from 30.6 to 18.3 %. EFA's step, refitted
 // by the same program after them (53 -> 51.9 us), took p4de's small rows to 37.5 % and p5 slurm's to
-// 26.3 %.
+// 26.3 %. One small-row bound was raised by the change that caps LL's bandwidth in the pick as
+// NCCL's tuner does (protocol.cpp ll_max_bus_bandwidth, by the hosts' CPU vendor) and stops
+// counting a tree's staggered chain flows as concurrent in its closed form (collective.cpp
+// chain_places): on four H100 nodes the tuner's view now takes the tree with LL128 at
+// 256 KiB-1 MiB, which stepsim's LL128 steps time slower than the measured run (issue309 four
+// nodes 24.7 -> 28.1 %; p4de 37.5 -> 39.3 %), while NDv4's 16 and 32 GPUs went from 22.9 and
+// 22.7 % to 21.2 and 18.1 % and p5 slurm's to 25.5 %.
 struct Bound {
   double large, small;
 };
@@ -49,11 +55,11 @@ const std::map<std::string, Bound>& bounds()
   static const std::map<std::string, Bound> b = {
       {"echo_azure_ndv4_a100_allreduce_2gpu", {20.4, 165.8}},
       {"echo_azure_ndv4_a100_allreduce_4gpu", {6.7, 75.0}},
-      {"echo_azure_ndv4_a100_allreduce_16gpu", {42.1, 22.9}},
-      {"echo_azure_ndv4_a100_allreduce_32gpu", {38.2, 22.8}},
+      {"echo_azure_ndv4_a100_allreduce_16gpu", {42.1, 21.2}},
+      {"echo_azure_ndv4_a100_allreduce_32gpu", {38.2, 18.1}},
       {"aws_p5_2node_h100_allreduce_eks_nccl2.18.5", {21.2, -1}},
-      {"aws_p4de_2node_a100_allreduce_slurm", {3.3, 37.5}},
-      {"aws_p5_2node_h100_allreduce_slurm", {23.8, 26.3}},
+      {"aws_p4de_2node_a100_allreduce_slurm", {3.3, 39.3}},
+      {"aws_p5_2node_h100_allreduce_slurm", {23.8, 25.5}},
       {"oci_bm_gpu4_8_a100_1node_allreduce_10GiB", {0.4, -1}},
       {"oci_bm_gpu4_8_a100_2node_roce_allreduce_10GiB", {10.0, -1}},
       {"azure_aibench_nd_a100_v4_1node_allreduce", {8.2, 58.9}},
@@ -65,7 +71,7 @@ const std::map<std::string, Bound>& bounds()
       {"astrasim_hpe_gen10_v100_4gpu_ring_allreduce_digitized", {4.7, -1}},
       {"astrasim_hpe_gen10_v100_8gpu_ring_allreduce_digitized", {0.9, -1}},
       {"issue309_qoofyk_2node_default_h100_ib400_allreduce", {20.1, 18.3}},
-      {"issue309_qoofyk_4node_default_h100_ib400_allreduce", {3.0, 24.7}},
+      {"issue309_qoofyk_4node_default_h100_ib400_allreduce", {3.0, 28.1}},
       {"mleng_h200_1node_8gpu_allreduce_8GiB_default", {1.3, -1}},
       {"mleng_h200_1node_8gpu_allreduce_8GiB_nvls_off", {4.2, -1}},
       {"mleng_h200_1node_8gpu_all_gather_16GiB_ring", {3.0, -1}},
@@ -114,7 +120,7 @@ TEST_CASE("published nccl-tests cases: bus bandwidth error per case and family w
   }
   // Every case but those waiting for an algorithm runs.
   CHECK(run >= 28);
-  // Over every row run: today 12.6 % (>= 64 MiB, 145 rows) and 37.8 % (8 KiB-1 MiB, 106 rows).
+  // Over every row run: today 12.6 % (>= 64 MiB, 145 rows) and 37.7 % (8 KiB-1 MiB, 106 rows).
   CHECK(100 * c.large.mape <= 12.6 + kMarginPoints);
-  CHECK(100 * c.small.mape <= 37.8 + kMarginPoints);
+  CHECK(100 * c.small.mape <= 37.7 + kMarginPoints);
 }

@@ -215,6 +215,9 @@ BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& 
   // of its node's NICs (one port of a NIC that stands for several, lay_out_nics).
   for (const auto& port : ports) {
     const auto& g = *port.group;
+    for (int local = 0; local < g.gpus_per_node; ++local)
+      if (auto* gpu = out.gpus[static_cast<size_t>(port.first_gpu + local)]; gpu != nullptr)
+        gpu->set_property(kCpuVendorProperty, g.host.cpu_vendor);
     if (g.nic.count <= 0 || !(g.nic.bandwidth_Bps > 0))
       continue;
     const double one_nic = g.nic.bandwidth_Bps / std::max(1, g.nic.ports);

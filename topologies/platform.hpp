@@ -34,6 +34,8 @@ namespace stepsim {
 // A GPU host's property on a platform of several nodes: its PCIe link to a NIC over that NIC's
 // bandwidth (GroupShape::nic_feed_ratio).
 inline constexpr const char* kNicFeedRatioProperty = "nic_feed_ratio";
+// A GPU host's property: the vendor of its node's CPUs (host.cpu_vendor; GroupShape::amd_hosts).
+inline constexpr const char* kCpuVendorProperty = "cpu_vendor";
 
 struct BuiltPlatform {
   std::vector<simgrid::s4u::Host*> gpus; // GPU g of the job runs rank g; null where not built

@@ -62,6 +62,9 @@ struct GroupShape {
   // bandwidth across while the node's paths carry it; a GPU's data reaches its NIC over PCIe
   // (protocol.cpp, tree_graph_factor).
   double nic_feed_ratio = 0;
+  // Every member's node has AMD CPUs (host.cpu_vendor): NCCL's tuner then caps LL's bandwidth
+  // across nodes lower (protocol.cpp, ll_max_bus_bandwidth).
+  bool amd_hosts = false;
   PathCost intra, inter;         // a path inside a node and one between nodes (0 when none)
   // One node whose GPUs are joined by direct links of different reach (DGX-1's NVLink cube mesh):
   // the rings over all members that NCCL's search finds on those links (find_rings), each a
@@ -115,6 +118,12 @@ struct CollectiveAlgorithm {
   // node starts over the first d: uncontended_seconds then walks d lanes instead of all of them.
   // null = never.
   std::function<int(CollectiveOp op, const GroupShape& g, double bytes)> rotated_lanes{};
+  // Where a member's lanes put it at every place of a chain inside its node (the tree's rotated
+  // chains): the chain's places, k. A chain forwards a chunk one hop after another, so the
+  // member's sends at different places leave at different times, and uncontended_seconds counts
+  // only about min(1, C / k) of the flows it starts inside the node in one step as sharing its
+  // link (C chunks per phase). null or 0 = every flow of a step shares the link with the others.
+  std::function<int(CollectiveOp op, const GroupShape& g, double bytes)> chain_places{};
   // Steps whose sends a member may have on the wire at once on a lane: 1 = each step waits until
   // the sends of the step before have arrived. NCCL's pipelined algorithms keep up to NCCL_STEPS
   // = 8 slots of a connection in flight (src/include/device.h; src/device/prims_simple.h

@@ -247,10 +247,49 @@ double tree_graph_factor(const GroupShape& g)
   return std::clamp(g.nic_feed_ratio, 1.0, 2.0);
 }
 
+// NCCL's tuner caps LL's bus bandwidth (v2.20.3 tuning.cc llMaxBws; the table's comment says
+// LL128, the code applies it to LL): across nodes by the CPU of the nodes, 39.0 GB/s on two nodes
+// and 20.4 on more with any CPU but AMD's, 22.5 and 19.0 with AMD's (ncclTopoCpuType). On one node
+// the cap is by GPU generation, 87.7 GB/s from Ampere on, above what an LL ring reaches inside a
+// node here: no cap (infinity).
+double ll_max_bus_bandwidth(const GroupShape& g)
+{
+  if (g.nodes() <= 1)
+    return std::numeric_limits<double>::infinity();
+  const bool two = g.nodes() == 2;
+  return 1e9 * (g.amd_hosts ? (two ? 22.5 : 19.0) : (two ? 39.0 : 20.4));
+}
+
+// The tuner's bandwidth time for the tree's all-reduce. Its bus bandwidth is the ring's (the
+// bare ring's time on these paths) on the tree's graph (tree_graph_factor), times .92; with LL
+// the tuner takes 1/3.8 of that, at most ll_max_bus_bandwidth, where stepsim's links carry LL's
+// two bytes per byte (the other protocols: their wire factor, as the tuner's 120/128 for LL128);
+// then half of it as algorithm bandwidth, scaled by treeCorrectionFactor (tuning.cc).
 double tuner_tree_bandwidth_seconds(double bare_ring_s, Protocol p, const GroupShape& g, double bytes)
 {
+  if (p == Protocol::LL && bare_ring_s > 0) {
+    const double ring_bus = 2.0 * (g.n - 1) / g.n * bytes / bare_ring_s;
+    const double bus = std::min(ring_bus * tree_graph_factor(g) * tree_cost().bandwidth_factor / 3.8,
+                                ll_max_bus_bandwidth(g));
+    return bytes / (bus * 0.5 * tree_correction(p, bytes));
+  }
   return bare_ring_s * protocol_cost(p).wire_factor * g.n / (g.n - 1) / tree_cost().bandwidth_factor /
          tree_graph_factor(g) / tree_correction(p, bytes);
+}
+
+// The tuner's bandwidth time for a ring with LL across nodes: a quarter of the ring's bus
+// bandwidth, at most ll_max_bus_bandwidth, times n / nsteps as algorithm bandwidth (tuning.cc:
+// nsteps 2(n-1) for all-reduce, n-1 for all-gather and reduce-scatter, n for the others). The
+// ring's bus bandwidth times n / nsteps is bytes over the bare ring's time, so this is the larger
+// of four bare rings and bytes over the capped figure. Inside a node: 0 (no bound).
+double tuner_ring_ll_seconds(double bare_ring_s, CollectiveOp op, const GroupShape& g, double bytes)
+{
+  if (g.nodes() <= 1)
+    return 0;
+  const double nsteps = op == CollectiveOp::AllReduce                                           ? 2.0 * (g.n - 1)
+                        : op == CollectiveOp::AllGather || op == CollectiveOp::ReduceScatter ? g.n - 1.0
+                                                                                                : g.n;
+  return std::max(4 * bare_ring_s, bytes / (ll_max_bus_bandwidth(g) * g.n / nsteps));
 }
 
 double bare_ring_bandwidth_seconds(CollectiveOp op, const GroupShape& g, double bytes)
@@ -271,11 +310,11 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
                                    double bytes)
 {
   using Key = std::tuple<std::vector<const CollectiveAlgorithm*>, std::vector<Protocol>, int, int, int, int, bool, int,
-                         double, double, double, double, double, std::vector<std::vector<int>>, double>;
+                         double, double, double, double, double, std::vector<std::vector<int>>, double, bool>;
   static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key
   Key key{algorithms, allowed,           static_cast<int>(op), g.n,  g.nodes(), g.per_node, g.in_switch_reduction,
           g.channels, g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes,
-          g.rings,    g.nic_feed_ratio};
+          g.rings,    g.nic_feed_ratio,      g.amd_hosts};
   if (auto it = cache.find(key); it != cache.end())
     return *it->second;
   // Timing a candidate may throw (an algorithm that cannot run the group): nothing is cached then.
@@ -301,6 +340,14 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
           if (bare_ring_s < 0)
             bare_ring_s = bare_ring_bandwidth_seconds(op, g, bytes);
           tuner_s = launch + tuner_tree_bandwidth_seconds(bare_ring_s, p, g, bytes);
+          if (picked != nullptr && tuner_s >= best)
+            continue;
+        }
+        // And of a ring with LL across nodes (op types the ring runs).
+        if (a->nccl == NcclAlgorithm::Ring && p == Protocol::LL && g.nodes() > 1 && op != CollectiveOp::AllToAll) {
+          if (bare_ring_s < 0)
+            bare_ring_s = bare_ring_bandwidth_seconds(op, g, bytes);
+          tuner_s = launch + tuner_ring_ll_seconds(bare_ring_s, op, g, bytes);
           if (picked != nullptr && tuner_s >= best)
             continue;
         }

@@ -186,6 +186,12 @@ int tree_rotated_lanes(CollectiveOp op, const GroupShape& g, double bytes)
   return op == CollectiveOp::AllReduce && g.per_node > 1 && tree_lanes(op, g, bytes) == 2 * g.per_node ? 2 : 0;
 }
 
+// Over the rotations a member takes every place of its node's chain.
+int tree_chain_places(CollectiveOp op, const GroupShape& g, double bytes)
+{
+  return tree_rotated_lanes(op, g, bytes) > 0 ? g.per_node : 0;
+}
+
 int tree_steps(CollectiveOp op, const GroupShape& g, double bytes)
 {
   check(op);
@@ -225,7 +231,7 @@ const bool registered = CollectiveRegistry::add(
     "broadcast and reduce on one",
     CollectiveAlgorithm{.name = "tree", .lanes = tree_lanes, .steps = tree_steps, .step = tree_step, .pick = {},
                         .nccl = NcclAlgorithm::Tree, .rotated_lanes = tree_rotated_lanes,
-                        .pipeline_slots = kNcclSteps});
+                        .chain_places = tree_chain_places, .pipeline_slots = kNcclSteps});
 
 } // namespace
 } // namespace stepsim

@@ -191,6 +191,10 @@ struct HostSpec {
   int cpu_cores             = 0;
   double nvme_bandwidth_Bps = 0; // read bandwidth of the node's local disks together; 0 = not given
   double nvme_latency_s     = 100e-6;
+  // The vendor of the node's CPUs: NCCL's tuner caps LL's bandwidth across nodes by it (AMD
+  // hosts get lower caps; v2.20.3 src/graph/tuning.cc llMaxBws). "intel", "amd", "arm" or
+  // "other"; every vendor but AMD takes NCCL's first row, so "intel" is the default.
+  std::string cpu_vendor = "intel";
 };
 
 struct NicSpec {

@@ -186,6 +186,15 @@ const GroupShape& CollectiveTiming::shape(int group)
       ratio          = ratio > 0 ? std::min(ratio, r) : r;
     }
     it->second.nic_feed_ratio = ratio;
+    // NCCL's tuner takes the CPU of the rank's own node; the members' nodes are alike where it
+    // matters (all AMD), else the first row of its table applies.
+    bool amd = !g.ranks.empty();
+    for (int rank : g.ranks) {
+      const sg4::Host* host = static_cast<size_t>(rank) < hosts_.size() ? hosts_[static_cast<size_t>(rank)] : nullptr;
+      const char* vendor    = host != nullptr ? host->get_property(kCpuVendorProperty) : nullptr;
+      amd                   = amd && vendor != nullptr && std::string(vendor) == "amd";
+    }
+    it->second.amd_hosts = amd;
   }
   return it->second;
 }

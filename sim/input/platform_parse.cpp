@@ -99,6 +99,7 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     spec.host.cpu_cores               = static_cast<int>(host.integer("cpu_cores", 0, 1, kMaxCpuCores));
     spec.host.nvme_bandwidth_Bps      = host.bandwidth("nvme_bandwidth", 0.0);
     spec.host.nvme_latency_s          = host.time("nvme_latency", 100e-6);
+    spec.host.cpu_vendor              = host.text("cpu_vendor", "intel", {"intel", "amd", "arm", "other"});
     host.reject_unknown_keys();
     auto nic                  = g.object("nic");
     spec.nic.count            = static_cast<int>(nic.integer("count", 8, 1, 8 * kMaxGpusPerNode));

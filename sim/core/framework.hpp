@@ -81,6 +81,14 @@ struct FrameworkProfile {
   // all-reduce runs beside the wgrad GEMM. false: each waits for the compute before it and the
   // compute after waits for it.
   bool tensor_backward_overlap      = false;
+  // Plain PyTorch modules run eagerly under torch.autocast over fp32 parameters (a 16-bit
+  // training precision only). Each forward casts every weight down (the cast cache lives for one
+  // autocast region) and each weight's gradient is cast back to fp32 as backward reaches it;
+  // LayerNorm is on autocast's fp32 list, so the residual stream and the norms are fp32 and the
+  // input of every linear layer after a norm is cast down; biases' gradients are reductions of
+  // their own; the attention output is transposed to (batch, sequence, hidden) by a copy and the
+  // query, key and value gradients back into one tensor by another (workloads/models/transformer.cpp).
+  bool eager_autocast = false;
   // What each behaviour above was read from: "behaviour: file (function), version".
   std::vector<std::string> sources;
 };

@@ -82,9 +82,13 @@ def time_kernel(run, warmup, repeats, inner):
 def gemm_shapes(quick):
     shapes = [(s, s, s) for s in (256, 512, 1024, 2048, 4096, 8192)]
     shapes += [(4096, 4096, k) for k in (64, 128, 256, 512, 1024)]
-    hiddens = (1024, 4096) if quick else (1024, 2048, 4096, 8192)
+    hiddens = (1024, 4096) if quick else (1024, 2048, 4096, 6144, 8192)
     for h in hiddens:  # a transformer layer's GEMMs at 4096 tokens: QKV, projection, MLP up and down
         shapes += [(4096, 3 * h, h), (4096, h, h), (4096, 4 * h, h), (4096, h, 4 * h)]
+        if not quick:  # and backward's: QKV's input gradient, QKV's and MLP down's weight gradients
+            shapes += [(4096, h, 3 * h), (h, 3 * h, 4096), (4 * h, h, 4096)]
+    if not quick:  # the logits of GPT-2's and Llama 3's vocabularies
+        shapes += [(4096, 50304, 1024), (4096, 50304, 2048), (4096, 128256, 4096)]
     shapes += [(1000, 1000, 1000), (3000, 5000, 700), (128, 8192, 8192), (8192, 128, 8192), (16384, 1024, 64)]
     # Around a wave boundary: 256x128 tiles, as many as the GPU has SMs, then one row more.
     sms = torch.cuda.get_device_properties(0).multi_processor_count

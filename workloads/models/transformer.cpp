@@ -1,5 +1,6 @@
 #include "workloads/models/transformer.hpp"
 
+#include "sim/core/framework.hpp"
 #include "workloads/models/moe.hpp"
 
 namespace stepsim {
@@ -186,35 +187,99 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     return a;
   };
 
+  // Eager PyTorch under torch.autocast (FrameworkProfile::eager_autocast): the residual stream
+  // and the norms in fp32 (r bytes), a cast before every linear layer a norm feeds, casts of the
+  // weights down in forward and of their gradients up in backward, biases' gradients reduced on
+  // their own, and the copies around the attention core. Otherwise the fused kernels of
+  // Megatron-style frameworks, everything in the training precision.
+  const bool autocast = FrameworkRegistry::get(s.training.framework, "training.framework").eager_autocast && x.e < 4;
+  const double r      = autocast ? 4 : x.e;
+  const bool biases   = s.model.norm == "layernorm"; // GPT's linear layers have biases, Llama's none
+  const double attn_weights = (x.h * (qkv_n + x.h / x.t)) + (biases ? qkv_n + x.h / x.t : 0);
+  const double mlp_weights  = (x.h * (mlp_n + x.ffn / x.t)) + (biases ? mlp_n + x.h : 0);
+
+  // A norm, and under autocast the cast of its fp32 output down for the linear layer after it.
+  auto norm = [&](const char* name, const char* cast) {
+    std::vector<Kernel> out = {elementwise(name, nt, x.h, 2, r)};
+    if (autocast)
+      out.push_back(elementwise(cast, nt, x.h, 1, r + x.e));
+    return out;
+  };
+  // The residual add: under autocast the fp32 stream and the block's 16-bit output read, fp32 written.
+  auto residual_add = [&] {
+    return autocast ? memory_kernel(residual, nt * x.h * (2 * r + x.e + (dropout ? x.e + 1 : 0)))
+                    : elementwise(residual, nt, x.h, residual_rw, x.e);
+  };
+  // Backward of a norm and of the residual add around it. Under autocast: the fp32 gradient cast
+  // down into the block, the cast before the linear layer undone (16-bit gradient to fp32), the
+  // norm's backward in fp32 and its gradient added to the residual's.
+  auto residual_backward = [&] {
+    return autocast ? elementwise(residual_bwd, nt, x.h, 1, r + x.e) : elementwise(residual_bwd, nt, x.h, residual_rw, x.e);
+  };
+  auto norm_backward = [&](const char* name, const char* cast, const char* add) {
+    std::vector<Kernel> out;
+    if (autocast)
+      out.push_back(elementwise(cast, nt, x.h, 1, x.e + r));
+    out.push_back(elementwise(name, nt, x.h, 4, r));
+    if (autocast)
+      out.push_back(elementwise(add, nt, x.h, 3, r));
+    return out;
+  };
+  auto weight_cast = [&](const char* name, double weights) {
+    return memory_kernel(name, weights * (4 + x.e)); // fp32 read, 16-bit written (or back)
+  };
+
   // The attention block in three parts: before its core, the core, after it. Context parallelism
   // runs the core once per K/V block of the ring (workloads/parallel/context_parallel.hpp).
-  const std::vector<Kernel> attn_f_pre = {elementwise("input_norm", nt, x.h, 2, x.e), fwd("qkv", x, qkv_n, x.h)};
+  std::vector<Kernel> attn_f_pre = norm("input_norm", "input_norm_cast");
+  if (autocast)
+    attn_f_pre.insert(attn_f_pre.begin(), weight_cast("attention_weight_cast", attn_weights));
+  attn_f_pre.push_back(fwd("qkv", x, qkv_n, x.h));
   std::vector<Kernel> attn_f_core;
   attention_core(s, x, false, attn_f_core);
-  const std::vector<Kernel> attn_f_post = {fwd("attention_out", x, x.h, x.h / x.t),
-                                           elementwise(residual, nt, x.h, residual_rw, x.e)};
+  std::vector<Kernel> attn_f_post;
+  if (autocast) // (batch, heads, sequence, head_dim) to (batch, sequence, hidden)
+    attn_f_post.push_back(elementwise("attention_output_copy", x.tokens, x.h / x.t, 2, x.e));
+  attn_f_post.push_back(fwd("attention_out", x, x.h, x.h / x.t));
+  attn_f_post.push_back(residual_add());
   const std::vector<Kernel> attn_f = joined(joined(attn_f_pre, attn_f_core), attn_f_post);
 
-  std::vector<Kernel> mlp_f = {elementwise("post_attention_norm", nt, x.h, 2, x.e), fwd("fc1", x, mlp_n, x.h),
-                               elementwise(s.model.mlp == "swiglu" ? "swiglu" : "gelu", x.tokens, x.ffn / x.t, act, x.e),
-                               fwd("fc2", x, x.h, x.ffn / x.t), elementwise(residual, nt, x.h, residual_rw, x.e)};
+  std::vector<Kernel> mlp_f = norm("post_attention_norm", "post_attention_norm_cast");
+  if (autocast)
+    mlp_f.insert(mlp_f.begin(), weight_cast("mlp_weight_cast", mlp_weights));
+  mlp_f.insert(mlp_f.end(), {fwd("fc1", x, mlp_n, x.h),
+                             elementwise(s.model.mlp == "swiglu" ? "swiglu" : "gelu", x.tokens, x.ffn / x.t, act, x.e),
+                             fwd("fc2", x, x.h, x.ffn / x.t), residual_add()});
 
-  const std::vector<Kernel> attn_bi_post = {elementwise(residual_bwd, nt, x.h, residual_rw, x.e),
-                                            dgrad("attention_out_dgrad", x, x.h, x.h / x.t)};
+  std::vector<Kernel> attn_bi_post = {residual_backward(), dgrad("attention_out_dgrad", x, x.h, x.h / x.t)};
+  if (autocast)
+    attn_bi_post.push_back(elementwise("attention_output_copy_bwd", x.tokens, x.h / x.t, 2, x.e));
   std::vector<Kernel> attn_bi_core;
   if (s.training.recompute == "selective") // the attention core is recomputed inside backward
     attention_core(s, x, false, attn_bi_core);
   attention_core(s, x, true, attn_bi_core);
-  const std::vector<Kernel> attn_bi_pre = {dgrad("qkv_dgrad", x, qkv_n, x.h),
-                                           elementwise("input_norm_bwd", nt, x.h, 4, x.e)};
+  std::vector<Kernel> attn_bi_pre;
+  if (autocast) // the query, key and value gradients copied into the projection's output gradient
+    attn_bi_pre.push_back(elementwise("qkv_grad_copy", x.tokens, qkv_n, 2, x.e));
+  attn_bi_pre.push_back(dgrad("qkv_dgrad", x, qkv_n, x.h));
+  attn_bi_pre = joined(attn_bi_pre, norm_backward("input_norm_bwd", "input_norm_cast_bwd", "input_residual_grad_add"));
   const std::vector<Kernel> attn_bi = joined(joined(attn_bi_post, attn_bi_core), attn_bi_pre);
   std::vector<Kernel> attn_bw = {wgrad("attention_out_wgrad", x, x.h, x.h / x.t), wgrad("qkv_wgrad", x, qkv_n, x.h)};
 
-  std::vector<Kernel> mlp_bi = {elementwise(residual_bwd, nt, x.h, residual_rw, x.e),
-                                dgrad("fc2_dgrad", x, x.h, x.ffn / x.t),
+  std::vector<Kernel> mlp_bi = {residual_backward(), dgrad("fc2_dgrad", x, x.h, x.ffn / x.t),
                                 elementwise("activation_bwd", x.tokens, x.ffn / x.t, act + 1, x.e),
-                                dgrad("fc1_dgrad", x, mlp_n, x.h), elementwise("post_attention_norm_bwd", nt, x.h, 4, x.e)};
+                                dgrad("fc1_dgrad", x, mlp_n, x.h)};
+  mlp_bi = joined(mlp_bi, norm_backward("post_attention_norm_bwd", "post_attention_norm_cast_bwd",
+                                        "post_attention_residual_grad_add"));
   std::vector<Kernel> mlp_bw = {wgrad("fc2_wgrad", x, x.h, x.ffn / x.t), wgrad("fc1_wgrad", x, mlp_n, x.h)};
+  if (autocast) {
+    if (biases) { // each bias's gradient: the output gradient summed over the tokens
+      attn_bw.push_back(elementwise("attention_bias_grad", x.tokens, qkv_n + x.h, 1, x.e));
+      mlp_bw.push_back(elementwise("mlp_bias_grad", x.tokens, mlp_n + x.h, 1, x.e));
+    }
+    attn_bw.push_back(weight_cast("attention_weight_grad_cast", attn_weights));
+    mlp_bw.push_back(weight_cast("mlp_weight_grad_cast", mlp_weights));
+  }
 
   TransformerWorks w{};
   w.attention_forward         = add("attention_forward", attn_f);
@@ -237,8 +302,9 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     w.attention_parts.qkv_backward  = add("attention_qkv_backward", attn_bi_pre);
   }
 
-  w.embedding_forward  = add("embedding_forward", {elementwise("embedding_lookup", x.tokens, x.h, 3, x.e)});
-  w.embedding_backward = add("embedding_backward", {elementwise("embedding_grad", x.tokens, x.h, 3, x.e)});
+  // Under autocast the embedding runs on its fp32 table (not on autocast's lists): fp32 out.
+  w.embedding_forward  = add("embedding_forward", {elementwise("embedding_lookup", x.tokens, x.h, 3, r)});
+  w.embedding_backward = add("embedding_backward", {elementwise("embedding_grad", x.tokens, x.h, 3, r)});
   // Logits over the vocabulary shard, then the vocab-parallel cross entropy, pass by pass as
   // Megatron runs it (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy;
   // the same passes as megatron/mpu/cross_entropy.py before it), in bytes per logit: forward,
@@ -246,12 +312,19 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // in place (read and write 4 each) and the sum (read 4); backward, the scaling by the loss
   // gradient in place (read and write 4) and the cast of the gradient back (read 4, write e).
   const double logits = x.tokens * (x.vocab / x.t);
-  w.head_forward  = add("head_forward", {elementwise("final_norm", nt, x.h, 2, x.e), fwd("logits", x, x.vocab / x.t, x.h),
-                                         memory_kernel("cross_entropy", logits * (x.e + 36))});
-  w.head_backward = add("head_backward", {memory_kernel("cross_entropy_bwd", logits * (12 + x.e)),
-                                          dgrad("logits_dgrad", x, x.vocab / x.t, x.h),
-                                          wgrad("logits_wgrad", x, x.vocab / x.t, x.h),
-                                          elementwise("final_norm_bwd", nt, x.h, 4, x.e)});
+  std::vector<Kernel> head_f = norm("final_norm", "final_norm_cast");
+  if (autocast)
+    head_f.insert(head_f.begin(), weight_cast("logits_weight_cast", x.vocab / x.t * x.h));
+  head_f.insert(head_f.end(), {fwd("logits", x, x.vocab / x.t, x.h), memory_kernel("cross_entropy", logits * (x.e + 36))});
+  w.head_forward = add("head_forward", std::move(head_f));
+  std::vector<Kernel> head_b = {memory_kernel("cross_entropy_bwd", logits * (12 + x.e)),
+                                dgrad("logits_dgrad", x, x.vocab / x.t, x.h), wgrad("logits_wgrad", x, x.vocab / x.t, x.h)};
+  if (autocast)
+    head_b.push_back(weight_cast("logits_weight_grad_cast", x.vocab / x.t * x.h));
+  if (autocast)
+    head_b.push_back(elementwise("final_norm_cast_bwd", nt, x.h, 1, x.e + r));
+  head_b.push_back(elementwise("final_norm_bwd", nt, x.h, 4, r));
+  w.head_backward = add("head_backward", std::move(head_b));
   return w;
 }
 

@@ -155,6 +155,8 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
   c.gemm_efficiency      = r.number("gemm_efficiency", c.gemm_efficiency, 0, true);
   c.gemm_half_k          = r.number("gemm_half_k", c.gemm_half_k, 0);
   c.attention_efficiency = r.number("attention_efficiency", c.attention_efficiency, 0, true);
+  c.attention_backward_ratio = r.number("attention_backward_ratio", c.attention_backward_ratio, 0, true);
+  c.attention_half_head_dim  = r.number("attention_half_head_dim", c.attention_half_head_dim, 0);
   c.memory_efficiency    = r.number("memory_efficiency", c.memory_efficiency, 0, true);
   c.kernel_overhead_s    = r.time("kernel_overhead", c.kernel_overhead_s);
   if (r.has("gemm_efficiency_by_dtype")) {

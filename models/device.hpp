@@ -15,6 +15,12 @@ struct DeviceCalibration {
   double gemm_half_k = 256;
   // Fraction of the peak a fused attention kernel reaches on long sequences.
   double attention_efficiency = 0.6;
+  // Backward's efficiency as a fraction of forward's (FlashAttention's backward recomputes the
+  // scores and runs five matmuls with more synchronisation): 1 where one figure serves both.
+  double attention_backward_ratio = 1.0;
+  // Head dimension at which a fused attention kernel reaches half its efficiency: its tiles are
+  // head_dim deep, so a short head does less work per load (factor d / (d + this)); 0: none.
+  double attention_half_head_dim = 0.0;
   // Fraction of the memory bandwidth that bandwidth-bound kernels reach.
   double memory_efficiency = 0.8;
   // Time a kernel costs beyond its work (launch and tail), seconds.
@@ -35,6 +41,14 @@ struct DeviceCalibration {
   {
     auto it = attention_efficiency_by_kernel.find(implementation);
     return it == attention_efficiency_by_kernel.end() ? attention_efficiency : it->second;
+  }
+
+  // The efficiency one attention kernel runs at: the implementation's figure, backward's share
+  // of it, and the head dimension's fill.
+  double attention_efficiency_of(const std::string& implementation, bool backward, double head_dim) const
+  {
+    return attention_efficiency_of(implementation) * (backward ? attention_backward_ratio : 1.0) *
+           (head_dim / (head_dim + attention_half_head_dim));
   }
 
   double gemm_efficiency_at(const std::string& precision) const

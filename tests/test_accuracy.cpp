@@ -252,8 +252,8 @@ TEST_CASE("accuracy: training steps measured on an H200 in plain PyTorch, never 
   // configs/validation/h200-pytorch/: 12 whole training steps (GPT 125M to 6.7B, one GPU, eager
   // PyTorch under torch.autocast) timed by tools/calibrate/train_step.py, predicted with the
   // pytorch-autocast profile and configs/calibration/H200-SXM.json, which `stepsim calibrate fit`
-  // fitted on that GPU's kernel rows alone. 4.6% when recorded, every step predicted 2-7% short;
-  // 15.7% with the generic profile (fused kernels, the residual stream in bf16).
+  // fitted on that GPU's kernel rows alone. 3.8% when recorded, every step predicted 1-7% short;
+  // 14.9% with the generic profile (fused kernels, the residual stream in bf16).
   namespace fs = std::filesystem;
   const fs::path source = fs::path(STEPSIM_SOURCE_DIR) / "configs";
   std::ifstream in(source / "calibration" / "H200-SXM.json");

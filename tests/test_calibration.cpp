@@ -32,6 +32,8 @@ Device device_with_known_parameters()
   c.gemm_efficiency                 = 0.71;
   c.gemm_half_k                     = 520;
   c.attention_efficiency            = 0.43;
+  c.attention_backward_ratio        = 0.8;
+  c.attention_half_head_dim         = 30;
   c.memory_efficiency               = 0.88;
   c.kernel_overhead_s               = 6.5e-6;
   return d;
@@ -61,7 +63,13 @@ TEST_CASE("calibrate: the fit recovers known parameters and predicts the held-ou
     CHECK(c.gemm_efficiency_by_dtype.at(dtype) == Approx(value).epsilon(0.03));
   }
   CHECK(c.gemm_half_k == Approx(truth.calibration.gemm_half_k).epsilon(0.15));
-  CHECK(c.attention_efficiency == Approx(truth.calibration.attention_efficiency).epsilon(0.03));
+  // The efficiency and the head dimension's fill trade against each other over the two head
+  // dimensions swept; what the kernels run at is recovered.
+  for (double head_dim : {64.0, 128.0})
+    for (bool backward : {false, true})
+      CHECK(c.attention_efficiency_of("", backward, head_dim) ==
+            Approx(truth.calibration.attention_efficiency_of("", backward, head_dim)).epsilon(0.03));
+  CHECK(c.attention_backward_ratio == Approx(truth.calibration.attention_backward_ratio).epsilon(0.03));
   CHECK(c.memory_efficiency == Approx(truth.calibration.memory_efficiency).epsilon(0.03));
   CHECK(c.kernel_overhead_s == Approx(truth.calibration.kernel_overhead_s).epsilon(0.1));
   // Every kind is held out and predicted, not only the total.

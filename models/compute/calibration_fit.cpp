@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 
 namespace stepsim {
 
@@ -148,9 +149,27 @@ CalibrationFit fit_calibration(const std::vector<MeasuredKernel>& rows, const De
     }
   if (any_gemm)
     parameters.push_back({"gemm_half_k", 1, 8192, true, [](DeviceCalibration& c) -> double& { return c.gemm_half_k; }});
-  if (train_by_kind.count("attention"))
+  if (train_by_kind.count("attention")) {
     parameters.push_back(
         {"attention_efficiency", 0.02, 1.0, false, [](DeviceCalibration& c) -> double& { return c.attention_efficiency; }});
+    // Backward's share and the head dimension's fill, where the rows can tell them apart: both
+    // passes measured, more than one head dimension.
+    bool forward = false, backward = false;
+    std::set<double> head_dims;
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (!held_out(i) && rows[i].kernel.kind == KernelKind::Attention) {
+        (rows[i].kernel.backward ? backward : forward) = true;
+        head_dims.insert(rows[i].kernel.k);
+      }
+    if (forward && backward)
+      parameters.push_back({"attention_backward_ratio", 0.2, 2.0, false,
+                            [](DeviceCalibration& c) -> double& { return c.attention_backward_ratio; }});
+    if (head_dims.size() > 1) {
+      d.calibration.attention_half_head_dim = 1; // searched on a log scale from 1
+      parameters.push_back({"attention_half_head_dim", 1, 1024, true,
+                            [](DeviceCalibration& c) -> double& { return c.attention_half_head_dim; }});
+    }
+  }
   if (train_by_kind.count("memory") || any_gemm)
     parameters.push_back(
         {"memory_efficiency", 0.02, 1.0, false, [](DeviceCalibration& c) -> double& { return c.memory_efficiency; }});
@@ -172,7 +191,7 @@ CalibrationFit fit_calibration(const std::vector<MeasuredKernel>& rows, const De
 
   // Coordinate descent: each parameter in turn by a grid scan over its range, refined by golden
   // section between the best point's neighbours (the loss is not smooth: tiles and waves step).
-  constexpr int kGrid = 48, kGolden = 40, kRounds = 12;
+  constexpr int kGrid = 48, kGolden = 40, kRounds = 60;
   DeviceCalibration c = d.calibration;
   double best         = loss(c);
   for (int round = 0; round < kRounds; ++round) {
@@ -228,6 +247,8 @@ CalibrationFit fit_calibration(const std::vector<MeasuredKernel>& rows, const De
     value = rounded(value);
   c.gemm_half_k          = rounded(c.gemm_half_k);
   c.attention_efficiency = rounded(c.attention_efficiency);
+  c.attention_backward_ratio = rounded(c.attention_backward_ratio);
+  c.attention_half_head_dim  = rounded(c.attention_half_head_dim);
   c.memory_efficiency    = rounded(c.memory_efficiency);
   c.kernel_overhead_s    = rounded(c.kernel_overhead_s);
   for (const char* common : {"bf16", "fp16", "tf32", "fp32", "fp8"})
@@ -285,8 +306,11 @@ nlohmann::json calibration_file(const CalibrationFit& fit, const MeasurementFile
     out["gemm_efficiency_by_dtype"] = c.gemm_efficiency_by_dtype;
     out["gemm_half_k"]              = c.gemm_half_k;
   }
-  if (attention)
-    out["attention_efficiency"] = c.attention_efficiency;
+  if (attention) {
+    out["attention_efficiency"]     = c.attention_efficiency;
+    out["attention_backward_ratio"] = c.attention_backward_ratio;
+    out["attention_half_head_dim"]  = c.attention_half_head_dim;
+  }
   if (gemm || memory)
     out["memory_efficiency"] = c.memory_efficiency;
   out["kernel_overhead"] = fmt::format("{:.4g}us", c.kernel_overhead_s * 1e6);

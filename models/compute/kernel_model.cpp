@@ -3,9 +3,9 @@
 // quantisation), and a ragged edge costs a whole tile (tile quantisation). Each tile runs at the
 // device's calibrated best efficiency, less a pipeline fill that matters when K is small. The
 // best tile shape is chosen as cuBLAS's heuristics would. Fused attention runs at its own
-// calibrated efficiency; everything else is bytes over the achieved memory bandwidth. A kernel
-// known only by its FLOPs (a layer-list layer given by figures) runs at the calibrated GEMM
-// efficiency.
+// calibrated efficiency (backward at its own share of it, short heads at a fill); everything else
+// is bytes over the achieved memory bandwidth. A kernel known only by its FLOPs (a layer-list
+// layer given by figures) runs at the calibrated GEMM efficiency.
 #include "models/compute/compute_model.hpp"
 
 #include <algorithm>
@@ -55,7 +55,7 @@ double attention_seconds(const Kernel& k, const Device& d, const std::string& pr
   // Short sequences leave the kernel's tiles under-filled.
   double fill   = k.n / (k.n + 256.0);
   double peak   = d.peak(precision == "fp8" ? "bf16" : precision);
-  double math   = k.flops() / (peak * c.attention_efficiency_of(k.implementation) * fill);
+  double math   = k.flops() / (peak * c.attention_efficiency_of(k.implementation, k.backward, k.k) * fill);
   double memory = k.bytes / (d.memory_bandwidth_Bps * c.memory_efficiency);
   return std::max(math, memory) + c.kernel_overhead_s;
 }

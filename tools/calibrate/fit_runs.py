@@ -14,6 +14,12 @@ large-shape efficiency (models/compute/kernel_model.cpp: the small-GEMM effect),
 given: for each, the efficiency is searched as above, and the pair with the lowest MAPE is kept.
 Runs of one device with small and large hidden sizes tell the two figures apart.
 
+--dtype-ratios-from FILE takes the other precisions from a kernel fit of the same silicon
+(`stepsim calibrate fit`, e.g. configs/calibration/H200-SXM.json for the H100: the same GH100 SMs
+and clocks): each precision's efficiency is the fitted one times that file's ratio of the
+precision's figure to the runs' precision's (fp8 runs below bf16 on Hopper, fp32 on CUDA cores
+near its own peak). Without it a precision the runs did not use takes the fitted figure.
+
 --leave-out SOURCE (repeatable; part of a case's id or citation, as `stepsim accuracy --leave-out`
 takes it) fits without that source's cases and then predicts them with the figure so fitted: the
 leave-one-source-out check of issue 16.
@@ -21,7 +27,7 @@ leave-one-source-out check of issue 16.
     python3 tools/calibrate/fit_runs.py --device H100-SXM
     python3 tools/calibrate/fit_runs.py --device H100-SXM --leave-out megatron_core
     python3 tools/calibrate/fit_runs.py --device H100-SXM --half-k 384 --half-k 768 --half-k 1536
-    python3 tools/calibrate/fit_runs.py --device H100-SXM --write   # configs/calibration/H100-SXM.json
+    python3 tools/calibrate/fit_runs.py --device H100-SXM --dtype-ratios-from configs/calibration/H200-SXM.json --write
 """
 
 import argparse
@@ -55,7 +61,14 @@ def main():
     ap.add_argument("--configs", default=os.path.join(ROOT, "configs"))
     ap.add_argument("--write", action="store_true", help="write configs/calibration/DEVICE.json")
     ap.add_argument("--tolerance", type=float, default=0.002)
+    ap.add_argument("--dtype-ratios-from", help="a kernel fit of the same silicon (configs/calibration/DEVICE.json)")
     a = ap.parse_args()
+    sibling = None
+    if a.dtype_ratios_from:
+        with open(a.dtype_ratios_from) as f:
+            sibling = json.load(f)
+        if not isinstance(sibling.get("gemm_efficiency_by_dtype"), dict):
+            sys.exit(f"{a.dtype_ratios_from}: no gemm_efficiency_by_dtype (expected a `stepsim calibrate fit` file)")
 
     with open(os.path.join(a.configs, "devices", a.device + ".json")) as f:
         device_file = json.load(f)
@@ -73,6 +86,7 @@ def main():
         os.makedirs(fit_dir)
         os.makedirs(held_dir)
         fitted, held = [], []
+        precisions = set()
         validation = os.path.join(a.configs, "validation")
         for name in sorted(os.listdir(validation)):
             if not name.endswith(".json"):
@@ -88,6 +102,7 @@ def main():
             if os.path.exists(os.path.join(a.configs, "calibration", f"{a.device}.{framework}.json")):
                 continue
             out = held if any(from_source(path, case, s) for s in a.leave_out) else fitted
+            precisions.add(case["training"].get("precision", "bf16"))
             out.append(name)
             shutil.copy(path, os.path.join(held_dir if out is held else fit_dir, name))
         if not fitted:
@@ -134,6 +149,20 @@ def main():
             out = os.path.join(a.configs, "calibration", a.device + ".json")
             written = figures(best, half_k)
             written["fitted_on"] = [n[:-5] for n in fitted]  # what `stepsim accuracy --leave-out` refits on
+            ratios = ""
+            if sibling is not None:
+                by_dtype = sibling["gemm_efficiency_by_dtype"]
+                if len(precisions) != 1 or next(iter(precisions)) not in by_dtype:
+                    sys.exit(f"--dtype-ratios-from: the runs' precisions {sorted(precisions)} are not one that "
+                             f"{a.dtype_ratios_from} gives")
+                run_precision = next(iter(precisions))
+                written["gemm_efficiency_by_dtype"] = {
+                    d: round(best * v / by_dtype[run_precision], 4) for d, v in sorted(by_dtype.items())}
+                ratios = (f" The other precisions keep the ratios to {run_precision} that {a.dtype_ratios_from} "
+                          f"measured on the same silicon ({sibling.get('fit', {}).get('gpu', 'its GPU')}, "
+                          f"{sibling.get('fit', {}).get('date', 'undated')}): "
+                          + ", ".join(f"{d} {v / by_dtype[run_precision]:.3f}" for d, v in sorted(by_dtype.items()))
+                          + ".")
             what = "gemm_efficiency" + (" and gemm_half_k" if half_k is not None else "")
             written["source"] = (
                 f"{what} fitted by tools/calibrate/fit_runs.py on the published {a.device} "
@@ -142,7 +171,7 @@ def main():
                 + (f", reached at half by a tile at K = {half_k:g} (searched over "
                    f"{', '.join(f'{k:g}' for k in half_ks)})" if half_k is not None else "")
                 + f", MAPE {report['mape_pct']:.1f}% over them. Upper bound: the device file's {upper} "
-                "(the best shape of a benchmark sweep). The other fields keep the device file's values.")
+                "(the best shape of a benchmark sweep)." + ratios + " The other fields keep the device file's values.")
             write_calibration(out, written)
     finally:
         shutil.rmtree(work)

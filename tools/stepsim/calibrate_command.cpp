@@ -62,6 +62,10 @@ int run_fit(const FitOptions& o)
     fmt::print("{:<26}{:>12.4f}{:>12.4f}\n", "gemm_efficiency " + dtype, value, shipped.gemm_efficiency_at(dtype));
   fmt::print("{:<26}{:>12.4g}{:>12.4g}\n", "gemm_half_k", c.gemm_half_k, shipped.gemm_half_k);
   fmt::print("{:<26}{:>12.4f}{:>12.4f}\n", "attention_efficiency", c.attention_efficiency, shipped.attention_efficiency);
+  fmt::print("{:<26}{:>12.4f}{:>12.4f}\n", "attention_backward_ratio", c.attention_backward_ratio,
+             shipped.attention_backward_ratio);
+  fmt::print("{:<26}{:>12.4g}{:>12.4g}\n", "attention_half_head_dim", c.attention_half_head_dim,
+             shipped.attention_half_head_dim);
   fmt::print("{:<26}{:>12.4f}{:>12.4f}\n", "memory_efficiency", c.memory_efficiency, shipped.memory_efficiency);
   fmt::print("{:<26}{:>10.2f}us{:>10.2f}us\n\n", "kernel_overhead", c.kernel_overhead_s * 1e6,
              shipped.kernel_overhead_s * 1e6);

@@ -48,7 +48,8 @@ std::vector<FrameworkFigure> framework_figures()
     const nlohmann::json c = read_json_file(entry.path().string());
     if (!c.contains("framework") || !c.contains("fitted_on") || !c["fitted_on"].is_array())
       continue;
-    FrameworkFigure f{entry.path().filename().string(), {}};
+    FrameworkFigure f;
+    f.file = entry.path().filename().string();
     for (const auto& id : c["fitted_on"])
       if (id.is_string())
         f.fitted_on.push_back(id.get<std::string>());

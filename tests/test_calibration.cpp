@@ -357,3 +357,24 @@ TEST_CASE("A framework's figures on a device are laid over the device's calibrat
   CHECK(foundry.calibration.memory_efficiency == plain.calibration.memory_efficiency);
   CHECK(foundry.calibration.attention_efficiency_of("cudnn") == plain.calibration.attention_efficiency_of("cudnn"));
 }
+
+TEST_CASE("calibrate: the H100 runs its other precisions at the ratios the H200's kernels measured on the same "
+          "silicon",
+          "[calibration]")
+{
+  // configs/calibration/H100-SXM.json: bf16 fitted on the published H100 runs (tools/calibrate/fit_runs.py),
+  // the other precisions by --dtype-ratios-from configs/calibration/H200-SXM.json (`stepsim calibrate fit`
+  // on an H200's kernel rows). The same GH100 SMs and clocks: fp8 below bf16, tf32 below fp16.
+  const Device h100 = load_device("H100-SXM", "device");
+  const Device h200 = load_device("H200-SXM", "device");
+  for (const char* dtype : {"fp32", "tf32", "fp16", "fp8"}) {
+    INFO(dtype);
+    REQUIRE(h200.calibration.gemm_efficiency_by_dtype.count(dtype) == 1);
+    const double measured = h200.calibration.gemm_efficiency_at(dtype) / h200.calibration.gemm_efficiency_at("bf16");
+    CHECK(h100.calibration.gemm_efficiency_at(dtype) / h100.calibration.gemm_efficiency_at("bf16") ==
+          Approx(measured).epsilon(0.002));
+  }
+  CHECK(h100.calibration.gemm_efficiency_at("fp8") < h100.calibration.gemm_efficiency_at("bf16"));
+  // A run in bf16 takes the common figure, which a framework's own figure may replace.
+  CHECK(h100.calibration.gemm_efficiency_by_dtype.count("bf16") == 0);
+}

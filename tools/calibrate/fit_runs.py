@@ -156,8 +156,11 @@ def main():
                     sys.exit(f"--dtype-ratios-from: the runs' precisions {sorted(precisions)} are not one that "
                              f"{a.dtype_ratios_from} gives")
                 run_precision = next(iter(precisions))
+                # The runs' own precision stays the common figure, which a framework's figure on this
+                # device (DEVICE.FRAMEWORK.json) replaces; a by-dtype entry for it would shadow that.
                 written["gemm_efficiency_by_dtype"] = {
-                    d: round(best * v / by_dtype[run_precision], 4) for d, v in sorted(by_dtype.items())}
+                    d: round(best * v / by_dtype[run_precision], 4) for d, v in sorted(by_dtype.items())
+                    if d != run_precision}
                 ratios = (f" The other precisions keep the ratios to {run_precision} that {a.dtype_ratios_from} "
                           f"measured on the same silicon ({sibling.get('fit', {}).get('gpu', 'its GPU')}, "
                           f"{sibling.get('fit', {}).get('date', 'undated')}): "

@@ -8,6 +8,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <list>
+#include <map>
+
 using namespace stepsim;
 
 TEST_CASE("model FLOPs per step equal Megatron's 72·B·s·l·h²·(1 + s/6h + V/12lh)")
@@ -65,4 +68,57 @@ TEST_CASE("HuggingFace import of a GPT-2 config takes its residual dropout")
   CHECK(gpt2(nlohmann::json::object()).dropout == Approx(0.1)); // GPT2Config's default resid_pdrop
   CHECK(gpt2({{"resid_pdrop", 0.0}}).dropout == 0);
   CHECK_THROWS_WITH(gpt2({{"resid_pdrop", 1.5}}), Catch::Contains("resid_pdrop"));
+}
+
+TEST_CASE("pytorch-autocast adds autocast's casts and fp32 norms as bytes, never FLOPs, and nothing to an fp32 run")
+{
+  // FrameworkProfile::eager_autocast (workloads/frameworks/pytorch_autocast.cpp): the same GEMMs and
+  // attention as the fused lowering, plus bandwidth-bound work: the weights cast down each forward
+  // (4 + 2 bytes per parameter), LayerNorm in fp32, the cast after it, the gradients cast back up.
+  nlohmann::json doc = testing::small_scenario(1, 1, 1);
+  doc["model"]       = {{"num_layers", 2},        {"hidden_size", 1024}, {"num_attention_heads", 16},
+                        {"seq_length", 2048},     {"vocab_size", 50304}, {"norm", "layernorm"}};
+  doc["training"]["micro_batch_size"]  = 4;
+  doc["training"]["global_batch_size"] = 4;
+  doc["training"]["precision"]         = "bf16";
+  auto works = [&](const std::string& framework, const std::string& precision) {
+    doc["training"]["framework"] = framework;
+    doc["training"]["precision"] = precision;
+    std::map<std::string, const Work*> by_name;
+    static std::list<Workload> kept; // every lowering kept whole: the pointers below point into it
+    kept.push_back(lower(scenario_from_json(doc)));
+    for (const Work& w : kept.back().works)
+      by_name.emplace(w.name, &w);
+    return by_name;
+  };
+  auto bytes = [](const Work& w, const std::string& kernel = "") {
+    double sum = 0;
+    for (const Kernel& k : w.kernels)
+      if (k.kind == KernelKind::Memory && (kernel.empty() || k.name == kernel))
+        sum += k.bytes;
+    return sum;
+  };
+  const auto fused    = works("generic", "bf16");
+  const auto autocast = works("pytorch-autocast", "bf16");
+  for (const char* name : {"attention_forward", "mlp_forward", "attention_backward", "mlp_backward", "head_forward",
+                           "head_backward"}) {
+    INFO(name);
+    REQUIRE(fused.count(name) == 1);
+    REQUIRE(autocast.count(name) == 1);
+    CHECK(autocast.at(name)->flops() == Approx(fused.at(name)->flops()));
+    CHECK(bytes(*autocast.at(name)) > bytes(*fused.at(name)));
+  }
+  const double h = 1024, tokens = 4.0 * 2048;
+  const double attention_weights = h * 3 * h + h * h + 3 * h + h; // QKV and projection, with biases
+  CHECK(bytes(*autocast.at("attention_forward"), "attention_weight_cast") == Approx(attention_weights * 6));
+  CHECK(bytes(*autocast.at("attention_forward"), "input_norm") == Approx(tokens * h * 2 * 4)); // fp32 in and out
+  CHECK(bytes(*autocast.at("attention_forward"), "input_norm_cast") == Approx(tokens * h * 6));
+  CHECK(bytes(*fused.at("attention_forward"), "input_norm") == Approx(tokens * h * 2 * 2));
+  // Autocast does nothing to an fp32 run: the same kernels as the fused lowering.
+  const auto fp32_fused = works("generic", "fp32"), fp32_autocast = works("pytorch-autocast", "fp32");
+  for (const char* name : {"attention_forward", "mlp_backward", "head_backward"}) {
+    INFO(name);
+    CHECK(fp32_autocast.at(name)->kernels.size() == fp32_fused.at(name)->kernels.size());
+    CHECK(bytes(*fp32_autocast.at(name)) == bytes(*fp32_fused.at(name)));
+  }
 }

@@ -60,8 +60,8 @@ def catalogue_name(torch_name):
     return None
 
 
-def time_kernel(run, warmup, repeats, inner):
-    """Median over `repeats` of the mean time of `inner` back-to-back launches, in seconds."""
+def time_samples(run, warmup, repeats, inner):
+    """The mean time of `inner` back-to-back calls of `run`, `repeats` times, in seconds, sorted."""
     for _ in range(warmup):
         run()
     torch.cuda.synchronize()
@@ -76,6 +76,12 @@ def time_kernel(run, warmup, repeats, inner):
         end.synchronize()
         samples.append(start.elapsed_time(end) / 1e3 / inner)
     samples.sort()
+    return samples
+
+
+def time_kernel(run, warmup, repeats, inner):
+    """Median over `repeats` of the mean time of `inner` back-to-back launches, in seconds."""
+    samples = time_samples(run, warmup, repeats, inner)
     return samples[len(samples) // 2]
 
 

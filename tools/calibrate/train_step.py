@@ -23,6 +23,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from calibrate import time_samples  # tools/calibrate/calibrate.py, beside this file
+
 # name, layers, hidden, heads, micro-batch, sequence, vocabulary (GPT-2's, padded to 64).
 MODELS = [
     ("GPT 125M", 12, 768, 12, 16, 2048, 50304),
@@ -83,19 +85,7 @@ def time_steps(model, micro, seq, warmup, steps):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(steps):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / 1e3)
-    samples.sort()
+    samples = time_samples(step, warmup, steps, 1)
     return samples[len(samples) // 2], samples
 
 

@@ -319,10 +319,10 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   w.head_forward = add("head_forward", std::move(head_f));
   std::vector<Kernel> head_b = {memory_kernel("cross_entropy_bwd", logits * (12 + x.e)),
                                 dgrad("logits_dgrad", x, x.vocab / x.t, x.h), wgrad("logits_wgrad", x, x.vocab / x.t, x.h)};
-  if (autocast)
+  if (autocast) {
     head_b.push_back(weight_cast("logits_weight_grad_cast", x.vocab / x.t * x.h));
-  if (autocast)
     head_b.push_back(elementwise("final_norm_cast_bwd", nt, x.h, 1, x.e + r));
+  }
   head_b.push_back(elementwise("final_norm_bwd", nt, x.h, 4, r));
   w.head_backward = add("head_backward", std::move(head_b));
   return w;

@@ -268,4 +268,24 @@ TEST_CASE("accuracy: training steps measured on an H200 in plain PyTorch, never 
     CHECK(std::abs(c["error_pct"].get<double>()) <= 10.0);
   }
   CHECK(r["mape_pct"].get<double>() <= 6.0);
+
+  // Issue 16: the ranking of one model's configurations is preserved. Tokens per second of each
+  // model's runs (micro-batch × sequence per step), measured and predicted, in the same order.
+  std::map<std::string, std::vector<std::pair<double, double>>> by_model; // measured, predicted
+  for (const auto& c : r["cases"]) {
+    const std::string id = c["case"].get<std::string>(); // h200_pytorch_gpt1.3B_seq2048_mb8
+    const auto seq = id.find("_seq"), mb = id.find("_mb");
+    REQUIRE((seq != std::string::npos && mb != std::string::npos));
+    const double tokens = std::stod(id.substr(seq + 4, mb - seq - 4)) * std::stod(id.substr(mb + 3));
+    by_model[id.substr(0, seq)].emplace_back(tokens / c["measured"].get<double>(),
+                                             tokens / c["predicted"].get<double>());
+  }
+  int compared = 0;
+  for (auto& [model, runs] : by_model) {
+    INFO(model);
+    std::sort(runs.begin(), runs.end());
+    for (size_t i = 1; i < runs.size(); ++i, ++compared)
+      CHECK(runs[i].second > runs[i - 1].second);
+  }
+  CHECK(compared >= 5);
 }

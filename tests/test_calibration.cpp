@@ -378,3 +378,22 @@ TEST_CASE("calibrate: the H100 runs its other precisions at the ratios the H200'
   // A run in bf16 takes the common figure, which a framework's own figure may replace.
   CHECK(h100.calibration.gemm_efficiency_by_dtype.count("bf16") == 0);
 }
+
+TEST_CASE("calibrate: the shipped H200 measurement is read, and a row's timing and clock are taken; a misspelt "
+          "key is not",
+          "[calibration]")
+{
+  const std::string path =
+      (std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "calibration" / "measurements" / "H200-SXM.json").string();
+  const MeasurementFile shipped = read_measurements(path);
+  CHECK(shipped.stepsim_device == "H200-SXM");
+  CHECK(shipped.kernels.size() == 338);
+  auto doc = nlohmann::json::parse(testing::read_text_file(path));
+  doc["rows"][0]["timing"]       = "graph"; // what tools/calibrate/calibrate.py writes now
+  doc["rows"][0]["sm_clock_mhz"] = 1980;
+  const std::string with_clock = testing::write_temp_file("h200_clock.json", doc.dump());
+  CHECK(read_measurements(with_clock).kernels.size() == 338);
+  doc["rows"][1]["sm_clock"] = 1980;
+  const std::string misspelt = testing::write_temp_file("h200_misspelt.json", doc.dump());
+  CHECK_THROWS_WITH(read_measurements(misspelt), Catch::Contains("rows[1].sm_clock"));
+}

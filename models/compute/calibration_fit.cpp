@@ -81,6 +81,8 @@ MeasurementFile read_measurements(const std::string& path)
     const std::string kind = row.text("kind", std::nullopt, {"gemm", "attention", "memory", "collective"});
     row.raw("name");
     row.raw("label");
+    row.raw("timing");       // "graph" or "eager": how the kit timed the row (tools/calibrate/calibrate.py)
+    row.raw("sm_clock_mhz"); // the SM clock NVML read just after the row
     if (kind == "collective") {
       row.text("op");
       row.number("bytes"); // a measurement record: the key names the unit

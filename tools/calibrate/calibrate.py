@@ -85,6 +85,70 @@ def time_kernel(run, warmup, repeats, inner):
     return samples[len(samples) // 2]
 
 
+def time_graph(run, warmup, repeats, inner):
+    """As time_kernel, but the `inner` launches replayed from one CUDA graph, so that a kernel
+    shorter than the host's dispatch is timed on the GPU, not at the rate the host issues it (on
+    the H200 of configs/calibration/measurements/H200-SXM.json eager PyTorch issued a GEMM every
+    19 us). None where the work cannot be captured; the caller then times it eagerly."""
+    try:
+        for _ in range(warmup):  # library handles, workspaces and heuristics chosen outside capture
+            run()
+        side = torch.cuda.Stream()  # PyTorch's recipe: one call on a side stream before capture
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            run()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(inner):
+                run()
+    except (RuntimeError, TypeError):
+        torch.cuda.synchronize()
+        return None
+    samples = time_samples(graph.replay, 1, repeats, 1)
+    return samples[len(samples) // 2] / inner
+
+
+class SmClock:
+    """The SM clock NVML reads after each row (MHz), where NVML answers: a sweep heats the GPU and
+    its clock falls under the power limit, which a row's time alone does not show."""
+
+    def __init__(self):
+        self.handle = None
+        try:
+            import pynvml  # nvidia-ml-py
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        except Exception:  # no NVML here: rows go without a clock
+            self.handle = None
+
+    def read(self):
+        if self.handle is None:
+            return None
+        try:
+            return self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM)
+        except Exception:
+            return None
+
+
+def timed(args, run, graphs=True):
+    """A row's seconds and how they were timed: from a CUDA graph unless --no-graphs, `graphs` is
+    false or the work cannot be captured, else eagerly; with the SM clock just after."""
+    inner = args.inner
+    seconds = time_graph(run, args.warmup, args.repeats, inner) if graphs and not args.no_graphs else None
+    timing = "graph"
+    if seconds is None:
+        seconds, timing = time_kernel(run, args.warmup, args.repeats, inner), "eager"
+    row = {"seconds": seconds, "timing": timing}
+    clock = args.clock.read()
+    if clock is not None:
+        row["sm_clock_mhz"] = clock
+    return row
+
+
 def gemm_shapes(quick):
     shapes = [(s, s, s) for s in (256, 512, 1024, 2048, 4096, 8192)]
     shapes += [(4096, 4096, k) for k in (64, 128, 256, 512, 1024)]
@@ -141,9 +205,9 @@ def sweep_gemms(args, rows):
                 def run(a=a, b=b, c=c):
                     torch.matmul(a, b, out=c)
 
-            seconds = time_kernel(run, args.warmup, args.repeats, args.inner)
-            rows.append({"kind": "gemm", "m": m, "n": n, "k": k, "batch": 1, "dtype": dtype, "seconds": seconds})
-            log(args, f"gemm {dtype} {m}x{n}x{k}: {seconds * 1e6:.1f} us")
+            row = {"kind": "gemm", "m": m, "n": n, "k": k, "batch": 1, "dtype": dtype, **timed(args, run)}
+            rows.append(row)
+            log(args, f"gemm {dtype} {m}x{n}x{k}: {row['seconds'] * 1e6:.1f} us ({row['timing']})")
     torch.backends.cuda.matmul.allow_tf32 = False
 
 
@@ -159,19 +223,19 @@ def sweep_attention(args, rows):
             def forward():
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-            seconds = time_kernel(forward, args.warmup, args.repeats, args.inner)
+            # Eager: autograd's backward is not captured, and every attention row runs past the
+            # host's dispatch anyway (44 us and up on an H200).
             rows.append({"kind": "attention", "batch_heads": batch_heads, "seq": seq, "head_dim": head_dim,
-                         "causal": True, "backward": False, "dtype": dtype, "seconds": seconds})
+                         "causal": True, "backward": False, "dtype": dtype, **timed(args, forward, False)})
             out = forward()
             grad = torch.randn_like(out)
 
             def backward():
                 torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
 
-            seconds = time_kernel(backward, args.warmup, args.repeats, args.inner)
             rows.append({"kind": "attention", "batch_heads": batch_heads, "seq": seq, "head_dim": head_dim,
-                         "causal": True, "backward": True, "dtype": dtype, "seconds": seconds})
-            log(args, f"attention {dtype} seq {seq} head_dim {head_dim}: backward {seconds * 1e6:.1f} us")
+                         "causal": True, "backward": True, "dtype": dtype, **timed(args, backward, False)})
+            log(args, f"attention {dtype} seq {seq} head_dim {head_dim}: backward {rows[-1]['seconds'] * 1e6:.1f} us")
 
 
 def sweep_memory(args, rows):
@@ -196,8 +260,7 @@ def sweep_memory(args, rows):
             "softmax": (lambda: torch.softmax(x, dim=-1), 2 * tensor_bytes),
         }
         for name, (run, moved) in kernels.items():
-            seconds = time_kernel(run, args.warmup, args.repeats, args.inner)
-            rows.append({"kind": "memory", "name": name, "bytes": moved, "dtype": dtype, "seconds": seconds})
+            rows.append({"kind": "memory", "name": name, "bytes": moved, "dtype": dtype, **timed(args, run)})
         log(args, f"memory kernels on {tensor_bytes} bytes: copy {rows[-5]['seconds'] * 1e6:.1f} us")
         del x, y, z
         size *= 4
@@ -251,6 +314,8 @@ def main():
     parser.add_argument("--inner", type=int, default=10, help="launches per timed repetition")
     parser.add_argument("--max-collective-bytes", type=int, default=1 << 30)
     parser.add_argument("--skip", default="", help="comma-separated kinds to skip: gemm,attention,memory,collective")
+    parser.add_argument("--no-graphs", action="store_true",
+                        help="time GEMM and memory rows eagerly, not replayed from CUDA graphs")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -262,6 +327,7 @@ def main():
         dist.init_process_group("nccl")
     rank = dist.get_rank() if distributed else 0
     skip = set(filter(None, args.skip.split(",")))
+    args.clock = SmClock()
 
     rows = []
     torch.manual_seed(0)

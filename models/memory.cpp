@@ -65,6 +65,11 @@ MemoryBreakdown zero_memory(const Scenario& s, const ModelFootprint& f, int weig
   if (dp > 1)
     m.buffers = std::min(s.parallelism.bucket_bytes, m.gradients); // a bucket never holds more than the gradients
   sharded_data_parallel(s, psi, e, f, m);
+  // Plain PyTorch frees its gradients after each step; with one micro-batch they are allocated
+  // only as backward frees the activations (FrameworkProfile::eager_autocast).
+  if (FrameworkRegistry::get(s.training.framework, "training.framework").eager_autocast &&
+      s.micro_batches_per_replica() == 1)
+    m.gradients_replace_activations = true;
   return m;
 }
 

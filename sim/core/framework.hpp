@@ -88,6 +88,10 @@ struct FrameworkProfile {
   // input of every linear layer after a norm is cast down; biases' gradients are reductions of
   // their own; the attention output is transposed to (batch, sequence, hidden) by a copy and the
   // query, key and value gradients back into one tensor by another (workloads/models/transformer.cpp).
+  // Its memory (workloads/models/transformer_kind.cpp, models/memory.cpp): fp32 parameters with no
+  // master copy, LayerNorm's fp32 inputs, the attention output saved twice, the loss's logits at
+  // 12 bytes each, and gradients freed after each step (zero_grad(set_to_none=True)), so with one
+  // micro-batch a step they are allocated only as backward frees the activations.
   bool eager_autocast = false;
   // What each behaviour above was read from: "behaviour: file (function), version".
   std::vector<std::string> sources;

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -48,7 +49,16 @@ struct WaitReport {
 
 struct MemoryBreakdown {
   double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0;
-  double total() const { return weights + gradients + optimizer + activations + buffers; }
+  // The gradients are allocated as backward frees the activations, and freed after the optimizer
+  // step (PyTorch's zero_grad(set_to_none=True) with one micro-batch a step): at the peak one or
+  // the other is held, not both.
+  bool gradients_replace_activations = false;
+  double total() const
+  {
+    if (gradients_replace_activations)
+      return weights + optimizer + std::max(gradients, activations) + buffers;
+    return weights + gradients + optimizer + activations + buffers;
+  }
 };
 
 struct Report {

@@ -29,6 +29,10 @@ const bool registered = FrameworkRegistry::add(
             "(y.transpose(1, 2).contiguous().view(B, T, C) after scaled_dot_product_attention)",
             "fp32_gradients_for: the parameters are fp32 (torch.autocast casts copies), so their .grad and DDP's "
             "all-reduce are fp32",
+            "memory: torch/optim/optimizer.py (Optimizer.zero_grad, set_to_none=True by default since PyTorch 2.0: "
+            "gradients freed after each step, allocated again by backward's AccumulateGrad); "
+            "torch/nn/functional.py (cross_entropy: log_softmax then nll_loss, log_softmax's output saved for "
+            "backward); torch.optim.AdamW keeps exp_avg and exp_avg_sq beside the fp32 parameters, no master copy",
             "overlap_grad_reduce, bucket: torch/nn/parallel/distributed.py (DistributedDataParallel, "
             "bucket_cap_mb=25, buckets all-reduced from autograd hooks during backward)",
             "attention: torch.nn.functional.scaled_dot_product_attention (flash backend on bf16/fp16 CUDA tensors)"}});

@@ -5,6 +5,7 @@
 #include "workloads/models/moe.hpp"
 #include "workloads/models/transformer.hpp"
 
+#include "sim/core/framework.hpp"
 #include "sim/input/hf_config.hpp"
 #include "sim/input/limits.hpp"
 
@@ -60,14 +61,19 @@ double layer_activation_bytes(const Scenario& s)
   const double kv        = double(m.num_query_groups) / m.num_attention_heads;
   const double mask      = m.dropout > 0 ? 1 : 0;
   const LayerTerms mlp   = mlp_activation_terms(m);
-  const double whole     = 4 + 2 + mask + mlp.whole;
+  // Under torch.autocast (FrameworkProfile::eager_autocast) LayerNorm saves its fp32 input (4
+  // bytes each, not 2), and the attention output is saved twice: the fused attention's own
+  // (batch, heads, sequence, head_dim) and the contiguous copy the output projection takes.
+  const bool autocast = FrameworkRegistry::get(s.training.framework, "training.framework").eager_autocast &&
+                        element_bytes(s.training.precision) == 2;
+  const double whole     = (autocast ? 8 : 4) + 2 + mask + mlp.whole;
   // Ulysses keeps Q, K and V as the attention holds them (head shards of the whole sequence: the
   // same bytes), but its output twice: the fused attention saves it in head shards for its
   // backward (flash-attn's forward saves q, k, v, out), and the output projection its input, the
   // all-to-all's result in sequence shards (deepspeed/sequence/layer.py: the output's
   // _SeqAllToAll saves nothing of its own). Selective recompute keeps neither of the core's.
   const bool second_output = ulysses > 1 && s.training.recompute == "none" && s.training.attention == "flash";
-  const double sharded     = 2 + 2 * kv + 2 * kv + 2 + (second_output ? 2 : 0) + mlp.sharded;
+  const double sharded     = 2 + 2 * kv + 2 * kv + 2 + (second_output ? 2 : 0) + (autocast ? 2 : 0) + mlp.sharded;
   if (sp)
     return sbh / t * (whole + sharded + scores) + experts;
   return sbh * (whole + sharded / t + scores / t) + experts;
@@ -252,6 +258,13 @@ public:
     f.parameters    = stage_parameters(s, stage);
     f.element_bytes = element_bytes(s.training.precision) == 4 ? 4 : 2;
     f.optimizer_bytes_per_parameter = s.training.optimizer == "adam" ? 12 : 8; // fp32 master weights and moments
+    // Under torch.autocast the parameters are the fp32 copy: no master weights beside them.
+    const bool autocast = FrameworkRegistry::get(s.training.framework, "training.framework").eager_autocast &&
+                          f.element_bytes == 2;
+    if (autocast) {
+      f.element_bytes                 = 4;
+      f.optimizer_bytes_per_parameter = s.training.optimizer == "adam" ? 8 : 4;
+    }
     if (is_moe(s.model) && s.parallelism.expert > 1)
       f.expert_parameters =
           s.layers_on_stage(stage) * expert_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert);
@@ -264,9 +277,12 @@ public:
       whole.training.recompute = "none";
       f.activations += layer_activation_bytes(whole);
     }
-    if (stage == p - 1) // fp32 logits of the vocabulary shard
-      f.activations += 4.0 * s.training.micro_batch_size * s.model.seq_length / s.parallelism.context *
-                       s.model.vocab_size / s.parallelism.tensor;
+    // The logits of the vocabulary shard at the loss: fp32 in Megatron's fused cross entropy (4 bytes
+    // each); under autocast the 16-bit logits cast to fp32, log_softmax's fp32 output and, as
+    // backward begins, its fp32 gradient (cross_entropy = log_softmax + nll_loss): 12.
+    if (stage == p - 1)
+      f.activations += (autocast ? 12.0 : 4.0) * s.training.micro_batch_size * s.model.seq_length /
+                       s.parallelism.context * s.model.vocab_size / s.parallelism.tensor;
     double largest = layer_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert);
     if (stage == 0)
       largest = std::max(largest, embedding_parameters_per_rank(s.model, s.parallelism.tensor));

@@ -218,3 +218,17 @@ TEST_CASE("compute runs: a backward holds its recompute, another pass starts a n
   CHECK(runs[2].pass == Pass::BackwardWeight);
   CHECK(runs[3].pass == Pass::Optimizer);
 }
+
+TEST_CASE("run --json -: the report on standard output, the same JSON as the file, no table", "[outputs]")
+{
+  const nlohmann::json scenario = testing::small_scenario(2, 2, 4);
+  const std::string file        = testing::write_temp_file("stdout.scenario.json", scenario.dump());
+  const std::string to_file     = testing::write_temp_file("stdout.report.json", "");
+  auto written = testing::run_stepsim("run " + file + " -q --json " + to_file);
+  REQUIRE(written.exit_code == 0);
+  auto printed = testing::run_stepsim("run " + file + " --json -");
+  INFO(printed.output);
+  REQUIRE(printed.exit_code == 0);
+  CHECK(printed.output.find("step time") == std::string::npos); // the table is not mixed into the JSON
+  CHECK(nlohmann::json::parse(printed.output) == nlohmann::json::parse(testing::read_text_file(to_file)));
+}

@@ -44,7 +44,9 @@ int run(const RunOptions& o)
     if (s.simulation.stragglers.empty() && s.simulation.jitter_sigma <= 0) // as sim/step_report.cpp keeps waits
       r.waits.clear();
   }
-  if (!o.json_out.empty())
+  if (o.json_out == "-") // standard output, as replay, graph and collective take "-"
+    fmt::print("{}\n", to_json(r).dump(2));
+  else if (!o.json_out.empty())
     write_text_file(o.json_out, to_json(r).dump(2) + "\n");
   if (!o.csv_out.empty())
     write_text_file(o.csv_out, csv_header(r) + csv_row(r));
@@ -52,7 +54,7 @@ int run(const RunOptions& o)
     write_text_file(o.trace_out, trace_json(timeline));
   if (!o.svg_out.empty())
     write_text_file(o.svg_out, gantt_svg(timeline, r));
-  if (!o.quiet) {
+  if (!o.quiet && o.json_out != "-") {
     fmt::print("{}", to_table(r));
     fmt::print("\n  simulated {} ranks, {} activities in {:.2f} s wall\n", r.simulated_ranks, r.activities, wall);
   }
@@ -64,7 +66,7 @@ std::function<int()> setup(CLI::App& sub)
   auto o = std::make_shared<RunOptions>();
   sub.add_option("FILE", o->file, "scenario JSON file")->required();
   sub.add_option("--set", o->sets, "override a field: path=value, e.g. parallelism.tensor=4 (repeatable)");
-  sub.add_option("--json", o->json_out, "write the report as JSON to this file");
+  sub.add_option("--json", o->json_out, "write the report as JSON to this file (\"-\" = standard output, no table)");
   sub.add_option("--csv", o->csv_out, "write the report as CSV (a header line and one row) to this file");
   sub.add_option("--trace", o->trace_out,
                  "write a Chrome/Perfetto trace (open it in https://ui.perfetto.dev or chrome://tracing)");

@@ -81,11 +81,11 @@ TEST_CASE("pytorch-autocast adds autocast's casts and fp32 norms as bytes, never
   doc["training"]["micro_batch_size"]  = 4;
   doc["training"]["global_batch_size"] = 4;
   doc["training"]["precision"]         = "bf16";
+  std::list<Workload> kept; // every lowering kept whole: the maps below point into it
   auto works = [&](const std::string& framework, const std::string& precision) {
     doc["training"]["framework"] = framework;
     doc["training"]["precision"] = precision;
     std::map<std::string, const Work*> by_name;
-    static std::list<Workload> kept; // every lowering kept whole: the pointers below point into it
     kept.push_back(lower(scenario_from_json(doc)));
     for (const Work& w : kept.back().works)
       by_name.emplace(w.name, &w);

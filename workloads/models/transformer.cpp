@@ -14,6 +14,12 @@ double element_bytes(const std::string& precision)
   return 2;
 }
 
+bool runs_under_autocast(const Scenario& s)
+{
+  return FrameworkRegistry::get(s.training.framework, "training.framework").eager_autocast &&
+         (s.training.precision == "bf16" || s.training.precision == "fp16");
+}
+
 namespace {
 
 double mlp_matrices(const ModelSpec& m) { return m.mlp == "swiglu" ? 3.0 : 2.0; }
@@ -192,7 +198,7 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // weights down in forward and of their gradients up in backward, biases' gradients reduced on
   // their own, and the copies around the attention core. Otherwise the fused kernels of
   // Megatron-style frameworks, everything in the training precision.
-  const bool autocast = FrameworkRegistry::get(s.training.framework, "training.framework").eager_autocast && x.e < 4;
+  const bool autocast = runs_under_autocast(s);
   const double r      = autocast ? 4 : x.e;
   const bool biases   = s.model.norm == "layernorm"; // GPT's linear layers have biases, Llama's none
   const double attn_weights = (x.h * (qkv_n + x.h / x.t)) + (biases ? qkv_n + x.h / x.t : 0);

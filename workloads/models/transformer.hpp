@@ -48,5 +48,8 @@ double layer_activation_bytes(const Scenario& s);
 // What a dense layer's MLP block keeps for backward, bytes (what a MoE layer's experts replace).
 double dense_mlp_activation_bytes(const Scenario& s);
 double element_bytes(const std::string& precision);
+// The run is plain PyTorch under torch.autocast (FrameworkProfile::eager_autocast) in a 16-bit
+// precision, the only ones autocast casts to: its lowering and memory differ from the fused ones.
+bool runs_under_autocast(const Scenario& s);
 
 } // namespace stepsim

@@ -5,7 +5,6 @@
 #include "workloads/models/moe.hpp"
 #include "workloads/models/transformer.hpp"
 
-#include "sim/core/framework.hpp"
 #include "sim/input/hf_config.hpp"
 #include "sim/input/limits.hpp"
 
@@ -64,8 +63,7 @@ double layer_activation_bytes(const Scenario& s)
   // Under torch.autocast (FrameworkProfile::eager_autocast) LayerNorm saves its fp32 input (4
   // bytes each, not 2), and the attention output is saved twice: the fused attention's own
   // (batch, heads, sequence, head_dim) and the contiguous copy the output projection takes.
-  const bool autocast = FrameworkRegistry::get(s.training.framework, "training.framework").eager_autocast &&
-                        element_bytes(s.training.precision) == 2;
+  const bool autocast = runs_under_autocast(s);
   const double whole     = (autocast ? 8 : 4) + 2 + mask + mlp.whole;
   // Ulysses keeps Q, K and V as the attention holds them (head shards of the whole sequence: the
   // same bytes), but its output twice: the fused attention saves it in head shards for its
@@ -259,8 +257,7 @@ public:
     f.element_bytes = element_bytes(s.training.precision) == 4 ? 4 : 2;
     f.optimizer_bytes_per_parameter = s.training.optimizer == "adam" ? 12 : 8; // fp32 master weights and moments
     // Under torch.autocast the parameters are the fp32 copy: no master weights beside them.
-    const bool autocast = FrameworkRegistry::get(s.training.framework, "training.framework").eager_autocast &&
-                          f.element_bytes == 2;
+    const bool autocast = runs_under_autocast(s);
     if (autocast) {
       f.element_bytes                 = 4;
       f.optimizer_bytes_per_parameter = s.training.optimizer == "adam" ? 8 : 4;

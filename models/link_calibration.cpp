@@ -129,6 +129,15 @@ LinkEfficiency load_link_efficiency()
     problems.add(base.path_of("value"), "expected a base latency below 1 ms");
   base.text("source", std::string());
   base.reject_unknown_keys();
+  if (r.has("nccl_group_launch")) {
+    JsonReader group         = r.object("nccl_group_launch");
+    e.group_launch_per_gpu_s = group.time("per_gpu", 0.0);
+    if (e.group_launch_per_gpu_s > 1e-3)
+      problems.add(group.path_of("per_gpu"), "expected a launch cost below 1 ms");
+    group.text("per_gpu_source", std::string());
+    group.raw("notes");
+    group.reject_unknown_keys();
+  }
   if (r.has("protocols")) {
     JsonReader protocols = r.object("protocols");
     protocols.raw("description");
@@ -208,7 +217,8 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
     Problems problems;
     JsonReader r(doc, "", problems);
     // Every key the file may hold, so that a misspelt one is named with the closest of them.
-    for (const char* key : {"nvswitch", "nvlink", "pcie", "nic", "nic_kinds", "collective_base_latency", "protocols"})
+    for (const char* key : {"nvswitch", "nvlink", "pcie", "nic", "nic_kinds", "collective_base_latency", "protocols",
+                            "nccl_group_launch"})
       r.raw(key);
     // Each link entry as links.json writes it; what an entry leaves out keeps links.json's figure.
     auto link = [&](JsonReader l, double& efficiency, double& step, bool pcie = false) {
@@ -275,6 +285,14 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
         problems.add(b.path_of("value"), "expected a base latency below 1 ms");
       b.raw("source");
       b.reject_unknown_keys();
+    }
+    if (r.has("nccl_group_launch")) { // the cluster's host, from its logs run with nccl-tests -g N
+      JsonReader g               = r.object("nccl_group_launch");
+      e.group_launch_per_gpu_s = g.time("per_gpu", e.group_launch_per_gpu_s);
+      if (e.group_launch_per_gpu_s > 1e-3)
+        problems.add(g.path_of("per_gpu"), "expected a launch cost below 1 ms");
+      g.raw("per_gpu_source");
+      g.reject_unknown_keys();
     }
     if (r.has("protocols")) { // each protocol's base latency per algorithm (links.json "protocols")
       JsonReader protocols = r.object("protocols");

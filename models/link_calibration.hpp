@@ -52,6 +52,11 @@ struct LinkEfficiency {
   double nvswitch_step_for(const std::string& gpu) const;
   // NCCL's fixed cost of one collective (its tuner's baseLat: kernel launch and set-up), seconds.
   double collective_base_latency_s = 0;
+  // What one host thread spends per GPU when it enqueues a collective on several GPUs in one
+  // group (nccl-tests -g N: ncclGroupStart, one call per GPU, ncclGroupEnd), seconds; 0 = no
+  // figure. Not a cost of the network: a benchmark harness's (tools/driver/collective_bench.hpp
+  // nccl_tests_iteration_seconds), where one process per GPU runs a training job.
+  double group_launch_per_gpu_s = 0;
   // NVLink SHARP: the rate at which the NVSwitch reduces what one GPU pushes into it, bytes per
   // second per GPU (0 = no limit beyond the links).
   double nvls_reduction_Bps = 0;

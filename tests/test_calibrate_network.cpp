@@ -111,6 +111,9 @@ TEST_CASE("calibrate network: a log's header names its ranks, hosts and devices"
   CHECK(h100.rows[23].busbw_GBps == 361.67);    // out-of-place
   CHECK(h100.rows[23].in_place_busbw_GBps == 361.68);
   CHECK(h100.rows[23].redop == "sum");
+  // One process per GPU (Slurm): the header's "nThread 1 nGpus 1".
+  CHECK(h100.gpus_per_thread == 1);
+  CHECK(h100.gpus_per_thread_line == 1);
 
   // The older format (no Group, no root, an `error` column of N/A) behind Open MPI's
   // --tag-output prefix, on two hosts.
@@ -127,6 +130,17 @@ TEST_CASE("calibrate network: a log's header names its ranks, hosts and devices"
   CHECK(ndv4.rows[20].time_us == 16170);
   CHECK(ndv4.rows[20].busbw_GBps == 124.50);
   CHECK(ndv4.rows[20].in_place_time_us == 16166);
+  CHECK(ndv4.gpus_per_thread == 1); // mpirun, one GPU per rank
+
+  // nccl-tests -g 4: one thread drives the node's four GPUs ("nThread 1 nGpus 4").
+  const NcclTestsLog four = read_nccl_tests_log(kLogs + "ndv4_a100_4gpu_all_reduce.log");
+  CHECK(four.gpus_per_thread == 4);
+  CHECK(four.gpus_per_thread_line == 1);
+  // A log without the line: one GPU per thread, said nowhere.
+  const std::string no_header = log_text(kGoodRow).substr(log_text(kGoodRow).find('\n') + 1);
+  const NcclTestsLog bare     = parse_nccl_tests_log(no_header, "x/all_reduce_perf.log");
+  CHECK(bare.gpus_per_thread == 1);
+  CHECK(bare.gpus_per_thread_line == 0);
 }
 
 TEST_CASE("calibrate network: the collective comes from the file name, else from busbw/algbw", "[calibrate_network]")
@@ -158,6 +172,18 @@ TEST_CASE("calibrate network: a malformed log is refused with its line number", 
   CHECK_THAT(input_error_of([] { parse_nccl_tests_log("# nThread 1\n#\nsomething else\n", "d.log"); }),
              Catch::Contains("d.log:3: no nccl-tests table"));
   CHECK_THAT(input_error_of([] { parse_nccl_tests_log(log_text(""), "e.log"); }), Catch::Contains("has no rows"));
+  std::string zero_gpus = log_text(kGoodRow);
+  zero_gpus.replace(zero_gpus.find("nGpus 1"), 7, "nGpus 0");
+  CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(zero_gpus, "f.log"); }),
+             Catch::Contains("f.log:1: nGpus 0: expected 1 to 1024 GPUs per thread"));
+  std::string many_gpus = log_text(kGoodRow);
+  many_gpus.replace(many_gpus.find("nGpus 1"), 7, "nGpus 99999999999999999999");
+  CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(many_gpus, "g.log"); }),
+             Catch::Contains("g.log:1: nGpus 99999999999999999999: expected 1 to 1024"));
+  // Numbers too large for an int on a device line are the log's error too, not a library's.
+  std::string huge_rank = log_text(kGoodRow);
+  huge_rank.replace(huge_rank.find("Rank  1"), 7, "Rank  99999999999999999999");
+  CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(huge_rank, "h.log"); }), Catch::Contains("h.log:5:"));
 
   // The command answers with exit code 2 and the line.
   const auto file = testing::write_temp_file("all_reduce_perf_truncated.log", log_text(kGoodRow + truncated));

@@ -221,3 +221,40 @@ TEST_CASE("the collective benchmark's table does not depend on how many sizes ar
   }
   CHECK(one[3].seconds > one[0].seconds);
 }
+
+TEST_CASE("nccl-tests -g N: an iteration takes at least N launches of its one host thread")
+{
+  LinkEfficiency links;
+  links.group_launch_per_gpu_s = 5e-6;
+  // One GPU per thread (mpirun): the collective's own time, whatever it is.
+  CHECK(nccl_tests_iteration_seconds(3e-6, 1, links) == 3e-6);
+  // Eight GPUs from one thread: 40 us of launches under a 25 us collective, a 100 us one above them.
+  CHECK(nccl_tests_iteration_seconds(25e-6, 8, links) == Approx(40e-6));
+  CHECK(nccl_tests_iteration_seconds(100e-6, 8, links) == 100e-6);
+  // Without the figure nothing changes.
+  CHECK(nccl_tests_iteration_seconds(25e-6, 8, LinkEfficiency{}) == 25e-6);
+
+  // `stepsim collective --gpus-per-thread 8` on one DGX A100: the 8 KiB row is the thread's
+  // launches (links.json nccl_group_launch), said in the table and the JSON; 1 GiB is not.
+  const auto r = testing::run_stepsim("collective --preset dgx-a100 --nodes 1 --gpus-per-thread 8 --sizes 8KiB,1GiB --json -");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.output);
+  CHECK(doc.at("gpus_per_thread") == 8);
+  const double launch = link_efficiency().group_launch_per_gpu_s;
+  REQUIRE(launch > 0);
+  CHECK(doc["rows"][0]["host_bound"] == true);
+  CHECK(doc["rows"][0]["time_us"].get<double>() == Approx(8 * launch * 1e6));
+  CHECK(doc["rows"][1]["host_bound"] == false);
+  const auto plain = testing::run_stepsim("collective --preset dgx-a100 --nodes 1 --sizes 8KiB,1GiB --json -");
+  REQUIRE(plain.exit_code == 0);
+  const auto one = nlohmann::json::parse(plain.output);
+  CHECK(!one.contains("gpus_per_thread"));
+  CHECK(!one["rows"][0].contains("host_bound"));
+  CHECK(one["rows"][0]["time_us"].get<double>() < doc["rows"][0]["time_us"].get<double>());
+  CHECK(one["rows"][1]["time_us"] == doc["rows"][1]["time_us"]);
+  // Out of range: exit 2 naming the option.
+  const auto bad = testing::run_stepsim("collective --preset dgx-a100 --gpus-per-thread 0 --sizes 8KiB");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("--gpus-per-thread") != std::string::npos);
+}

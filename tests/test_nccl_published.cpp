@@ -46,15 +46,19 @@ namespace {
 // chain_places): on four H100 nodes the tuner's view now takes the tree with LL128 at
 // 256 KiB-1 MiB, which stepsim's LL128 steps time slower than the measured run (issue309 four
 // nodes 24.7 -> 28.1 %; p4de 37.5 -> 39.3 %), while NDv4's 16 and 32 GPUs went from 22.9 and
-// 22.7 % to 21.2 and 18.1 % and p5 slurm's to 25.5 %.
+// 22.7 % to 21.2 and 18.1 % and p5 slurm's to 25.5 %. Three small-row bounds were lowered by
+// the change that times the cases run with nccl-tests -g N as nccl-tests does, an iteration at
+// least N launches of one host thread (collective_bench.hpp nccl_tests_iteration_seconds, the
+// cases' gpus_per_thread): Azure's AI benchmark node (-g 8) 58.9 -> 9.9 %, Echo's 4 GPUs
+// 75.0 -> 60.7 %, its 2 GPUs 165.8 -> 159.8 %.
 struct Bound {
   double large, small;
 };
 const std::map<std::string, Bound>& bounds()
 {
   static const std::map<std::string, Bound> b = {
-      {"echo_azure_ndv4_a100_allreduce_2gpu", {20.4, 165.8}},
-      {"echo_azure_ndv4_a100_allreduce_4gpu", {6.7, 75.0}},
+      {"echo_azure_ndv4_a100_allreduce_2gpu", {20.4, 159.8}},
+      {"echo_azure_ndv4_a100_allreduce_4gpu", {6.7, 60.7}},
       {"echo_azure_ndv4_a100_allreduce_16gpu", {42.1, 21.2}},
       {"echo_azure_ndv4_a100_allreduce_32gpu", {38.2, 18.1}},
       {"aws_p5_2node_h100_allreduce_eks_nccl2.18.5", {21.2, -1}},
@@ -62,7 +66,7 @@ const std::map<std::string, Bound>& bounds()
       {"aws_p5_2node_h100_allreduce_slurm", {23.8, 25.5}},
       {"oci_bm_gpu4_8_a100_1node_allreduce_10GiB", {0.4, -1}},
       {"oci_bm_gpu4_8_a100_2node_roce_allreduce_10GiB", {10.0, -1}},
-      {"azure_aibench_nd_a100_v4_1node_allreduce", {8.2, 58.9}},
+      {"azure_aibench_nd_a100_v4_1node_allreduce", {8.2, 9.9}},
       {"nvidia_dgxc_dgxh100_1node_allreduce", {6.6, 10.7}},
       {"astrasim_hgx_h100_2gpu_ring_allreduce_digitized", {3.1, -1}},
       {"astrasim_hgx_h100_4gpu_ring_allreduce_digitized", {5.0, -1}},
@@ -120,7 +124,24 @@ TEST_CASE("published nccl-tests cases: bus bandwidth error per case and family w
   }
   // Every case but those waiting for an algorithm runs.
   CHECK(run >= 28);
-  // Over every row run: today 12.6 % (>= 64 MiB, 145 rows) and 37.7 % (8 KiB-1 MiB, 106 rows).
+  // Over every row run: today 12.6 % (>= 64 MiB, 145 rows) and 32.6 % (8 KiB-1 MiB, 106 rows).
   CHECK(100 * c.large.mape <= 12.6 + kMarginPoints);
-  CHECK(100 * c.small.mape <= 37.7 + kMarginPoints);
+  CHECK(100 * c.small.mape <= 32.6 + kMarginPoints);
+}
+
+// The Echo authors' logs that no figure was fitted on (configs/calibration/nccl_tests_heldout.json):
+// the prediction's error, printed, and held to today's figure plus the margin. The 64- and
+// 128-GPU cases take a minute and are left to `stepsim collective --compare`.
+TEST_CASE("held-out nccl-tests logs: the single-process 8-GPU node within today's bound", "[nccl_published]")
+{
+  const Comparison c = compare_published(config_dir() + "/calibration/nccl_tests_heldout.json", false, "", 8);
+  std::cout << comparison_table(c) << std::flush;
+  REQUIRE(c.cases.size() == 3);
+  const auto& node = c.cases.front();
+  REQUIRE(node.name == "echo_azure_ndv4_a100_allreduce_8gpu");
+  REQUIRE(node.not_modelled.empty());
+  CHECK(node.gpus_per_thread == 8);
+  // Today 1.6 % (>= 64 MiB) and 28.6 % (8 KiB-1 MiB; 44.1 % timed as if one process drove each GPU).
+  CHECK(100 * node.large.mape <= 1.6 + kMarginPoints);
+  CHECK(100 * node.small.mape <= 28.6 + kMarginPoints);
 }

@@ -38,10 +38,11 @@ def log_text(case):
     n, nodes = case["gpus"], case["nodes"]
     per = n // nodes
     f = busbw_factor(case["op"], n)
-    lines = ["# nThread 1 nGpus 1 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 "
+    g = case.get("gpus_per_thread", 1)  # nccl-tests -g: one process (one Pid) per g GPUs
+    lines = [f"# nThread 1 nGpus {g} minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 "
              "validation: 1", "#", "# Using devices"]
     for r in range(n):
-        lines.append(f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on node-{r // per:06d} device {r % per:2d} "
+        lines.append(f"#  Rank {r:2d} Group  0 Pid {1000 + r // g:6d} on node-{r // per:06d} device {r % per:2d} "
                      f"[0x{r % per:02x}] GPU")
     lines += ["#",
               "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"

@@ -99,6 +99,13 @@ double bus_bandwidth_factor(CollectiveOp op, int n)
   return 1.0;
 }
 
+double nccl_tests_iteration_seconds(double collective_s, int gpus_per_thread, const LinkEfficiency& links)
+{
+  if (gpus_per_thread <= 1)
+    return collective_s;
+  return std::max(collective_s, gpus_per_thread * links.group_launch_per_gpu_s);
+}
+
 void time_collectives(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
                       const std::vector<double>& sizes, const std::string& algorithm, bool analytic_network,
                       const std::string& protocol, const std::function<void(size_t, const CollectiveTime&)>& row,

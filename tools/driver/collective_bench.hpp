@@ -3,6 +3,7 @@
 // link is shared) and the time is the last member's end. Used by `stepsim collective`.
 #pragma once
 
+#include "models/link_calibration.hpp"
 #include "sim/core/scenario.hpp"
 #include "sim/core/task_graph.hpp"
 
@@ -29,6 +30,18 @@ Workload collective_workload(const PlatformSpec& platform, const std::vector<int
 // nccl-tests' bus bandwidth factor: busbw = algbw × factor, which makes busbw comparable to the
 // link bandwidth whatever the group size (2(n-1)/n for all-reduce, (n-1)/n for the others).
 double bus_bandwidth_factor(CollectiveOp op, int n);
+
+// What nccl-tests reports for one iteration of a collective that takes `collective_s` on the
+// GPUs, when each of its host threads drives `gpus_per_thread` GPUs (nccl-tests -g, printed as
+// "nGpus" in its header; 1 under mpirun with one process per GPU). The thread enqueues the
+// collective on its GPUs one after another in one group (nccl-tests src/common.cu startColl:
+// ncclGroupStart, one ncclAllReduce per GPU, ncclGroupEnd, which launches each GPU's kernel in
+// turn), and times a loop of iterations on the host, so the GPUs' iterations pipeline behind the
+// thread's: an iteration takes the longer of the two, the collective or the thread's launches,
+// gpus_per_thread x links.group_launch_per_gpu_s (configs/calibration/links.json
+// nccl_group_launch). With one GPU per thread its single launch is part of NCCL's base latency
+// (the tuner's baseLat) already: the collective's time is returned unchanged.
+double nccl_tests_iteration_seconds(double collective_s, int gpus_per_thread, const LinkEfficiency& links);
 
 // Replays one collective on `platform` (built with the achieved link bandwidths, as `stepsim
 // run` does) in a child process, and returns its duration in seconds. `algorithm` must accept

@@ -1,6 +1,7 @@
 #include "tools/driver/nccl_compare.hpp"
 
 #include "models/collectives/collective.hpp"
+#include "models/link_calibration.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/input/json_reader.hpp"
 #include "tools/driver/collective_bench.hpp"
@@ -66,7 +67,9 @@ Comparison compare_published(const std::string& file, bool analytic_network, con
     cc.gpus      = static_cast<int>(c.integer("gpus", std::nullopt, 1, 1 << 20));
     cc.op        = c.text("op", std::nullopt, {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"});
     cc.algorithm = c.text("algorithm", std::string("auto"));
-    for (const char* key : {"as_run", "hardware", "source", "trust", "notes"})
+    // nccl-tests -g: GPUs one host thread drives (1 under mpirun with a process per GPU).
+    cc.gpus_per_thread = static_cast<int>(c.integer("gpus_per_thread", 1, 1, 1024));
+    for (const char* key : {"as_run", "hardware", "source", "trust", "notes", "gpus_per_thread_source"})
       c.raw(key);
     struct Row {
       double bytes, measured_GBps;
@@ -114,7 +117,8 @@ Comparison compare_published(const std::string& file, bool analytic_network, con
         ComparedRow cr;
         cr.bytes          = row.bytes;
         cr.measured_GBps  = row.measured_GBps;
-        cr.predicted_GBps = row.bytes / timed.seconds / 1e9 * factor;
+        cr.predicted_GBps =
+            row.bytes / nccl_tests_iteration_seconds(timed.seconds, cc.gpus_per_thread, link_efficiency()) / 1e9 * factor;
         cr.picked         = timed.algorithm;
         cc.closed_form_rows += timed.closed_form ? 1 : 0;
         cr.family         = size_family(row.bytes);
@@ -176,7 +180,7 @@ nlohmann::json comparison_json(const Comparison& c)
                       {"predicted_busbw_GBps", r.predicted_GBps},
                       {"error", r.error()},
                       {"picked", r.picked}});
-    nlohmann::json j = {{"name", k.name},   {"preset", k.preset},       {"nodes", k.nodes},
+    nlohmann::json j = {{"name", k.name},   {"preset", k.preset},       {"nodes", k.nodes}, {"gpus_per_thread", k.gpus_per_thread},
                         {"gpus", k.gpus},   {"op", k.op},               {"algorithm", k.algorithm},
                         {"large", family(k.large)}, {"small", family(k.small)}, {"rows", rows},
                         {"closed_form_rows", k.closed_form_rows}};

@@ -34,6 +34,7 @@ struct FamilyError {
 struct ComparedCase {
   std::string name, preset, op, algorithm;
   int nodes = 0, gpus = 0;
+  int gpus_per_thread = 1; // nccl-tests -g: the case's "gpus_per_thread" (collective_bench.hpp nccl_tests_iteration_seconds)
   std::string not_modelled; // why the case was not run (an algorithm not registered, a group it refuses); empty when run
   std::vector<ComparedRow> rows;
   FamilyError large, small;
@@ -45,8 +46,8 @@ struct Comparison {
   FamilyError large, small; // over every row of every case run
 };
 
-// Times every case of `file` (its "cases": name, preset, nodes, gpus, op, algorithm, rows of
-// bytes, time_us and/or busbw_GBps). Throws InputError naming the file and case for a malformed
+// Times every case of `file` (its "cases": name, preset, nodes, gpus, op, algorithm, optionally
+// gpus_per_thread, rows of bytes, time_us and/or busbw_GBps). Throws InputError naming the file and case for a malformed
 // one. `only`: run the cases whose name contains it (all when empty). `max_gpus` > 0 leaves out
 // the cases of more GPUs (the 512- and 2048-GPU ones take minutes), marked "not run here".
 Comparison compare_published(const std::string& file, bool analytic_network = false, const std::string& only = "",

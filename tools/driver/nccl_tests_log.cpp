@@ -139,13 +139,32 @@ NcclTestsLog parse_nccl_tests_log(const std::string& text, const std::string& pa
       continue;
     if (tokens.front().rfind('#', 0) == 0) {
       std::smatch m;
+      // "# nThread 1 nGpus 8 minBytes 8 maxBytes ..." (src/common.cu prints nThreads and nGpus,
+      // the -t and -g options, first).
+      static const std::regex threads_line(R"(^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b.*$)");
+      if (std::regex_match(line, m, threads_line)) {
+        const double gpus = number(m[2].str()).value_or(0);
+        if (gpus < 1 || gpus > 1024)
+          throw InputError({fmt::format("{}: nGpus {}: expected 1 to 1024 GPUs per thread", where(line_no), m[2].str())});
+        log.gpus_per_thread      = static_cast<int>(gpus);
+        log.gpus_per_thread_line = line_no;
+        continue;
+      }
       if (std::regex_match(line, m, rank_line)) {
+        // Each a run of digits (the pattern's \d+), but one too long for an int is the log's
+        // error, not std::stoi's.
+        auto whole = [&](const std::string& digits, const char* what, double most) {
+          const double v = number(digits).value_or(most + 1);
+          if (v > most)
+            throw InputError({fmt::format("{}: {} {}: expected at most {:.0f}", where(line_no), what, digits, most)});
+          return v;
+        };
         NcclTestsRank r;
-        r.rank        = std::stoi(m[1].str());
-        r.group       = m[2].matched ? std::stoi(m[2].str()) : 0;
-        r.pid         = std::stol(m[3].str());
+        r.rank        = static_cast<int>(whole(m[1].str(), "Rank", 1 << 24));
+        r.group       = m[2].matched ? static_cast<int>(whole(m[2].str(), "Group", 1 << 24)) : 0;
+        r.pid         = static_cast<long>(whole(m[3].str(), "Pid", 4294967295.0));
         r.host        = m[4].str();
-        r.device      = std::stoi(m[5].str());
+        r.device      = static_cast<int>(whole(m[5].str(), "device", 1 << 16));
         r.bus_id      = m[6].str();
         r.device_name = m[7].str();
         r.line        = line_no;

@@ -42,6 +42,11 @@ struct NcclTestsLog {
   std::vector<NcclTestsRank> ranks; // in rank order
   std::vector<std::string> hosts;   // distinct, in order of first appearance
   std::vector<NcclTestsRow> rows;   // in the order printed
+  // GPUs each host thread drives: the header's "nGpus" (nccl-tests -g; "# nThread 1 nGpus 8
+  // minBytes ..."), 1 where the log has no such line. See collective_bench.hpp
+  // nccl_tests_iteration_seconds.
+  int gpus_per_thread = 1;
+  int gpus_per_thread_line = 0; // where the header says so; 0 = not said
   int ranks_per_host() const;       // the same on every host (checked by the parser)
 };
 

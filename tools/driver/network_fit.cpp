@@ -27,6 +27,7 @@ struct Case {
   std::string algorithm, protocol;
   bool analytic = false;
   double factor = 1;
+  int gpus_per_thread = 1; // the log's nGpus: its iterations are at least that many launches
 };
 
 // The rows of 8 KiB-1 MiB each candidate times (of each log): nccl-tests' doubling sizes give 8.
@@ -46,7 +47,7 @@ std::vector<double> model_us(Case& c, const LinkEfficiency& links, const std::ve
   ScopedLinkEfficiency scope(links);
   std::vector<double> out;
   for (const auto& timed : time_collectives(c.platform, c.members, c.op, sizes, c.algorithm, c.analytic, c.protocol)) {
-    out.push_back(timed.seconds * 1e6);
+    out.push_back(nccl_tests_iteration_seconds(timed.seconds, c.gpus_per_thread, links) * 1e6);
     if (picked != nullptr)
       picked->push_back(timed.algorithm);
     ++c.fit->model_runs;
@@ -395,6 +396,7 @@ NetworkFit fit_network(const NetworkFitRequest& request)
     c.protocol  = s.simulation.nccl_protocol;
     c.analytic  = s.simulation.network_fidelity == "analytic";
     c.factor    = bus_bandwidth_factor(c.op, static_cast<int>(c.members.size()));
+    c.gpus_per_thread = log.gpus_per_thread;
     if (hosts > 1) {
       l.fitted_link = c.platform.node_groups.front().nic.kind;
       across.push_back(&c);
@@ -442,6 +444,31 @@ NetworkFit fit_network(const NetworkFitRequest& request)
   }
 
   LinkEfficiency e = fit.before;
+  // A log run with nccl-tests -g N times, where they are the longer part, the N launches of its one
+  // host thread (collective_bench.hpp nccl_tests_iteration_seconds): the cluster's own launch is
+  // what its smallest rows take, the median of those up to 4 KiB over N (a floor, so the least
+  // of the logs' that have such rows). Fitted first: the links' figures are fitted above it.
+  std::string launch_logs;
+  double launch = 0;
+  for (Case& c : cases) {
+    if (c.fit->fitted_link.empty() || c.gpus_per_thread <= 1)
+      continue;
+    std::vector<double> tiny;
+    for (const auto& r : c.fit->log.rows)
+      if (r.bytes <= 4096)
+        tiny.push_back(r.time_us * 1e-6);
+    if (tiny.empty())
+      continue;
+    std::sort(tiny.begin(), tiny.end());
+    const double median = (tiny[(tiny.size() - 1) / 2] + tiny[tiny.size() / 2]) / 2;
+    const double each   = median / c.gpus_per_thread;
+    launch              = launch_logs.empty() ? each : std::min(launch, each);
+    launch_logs += (launch_logs.empty() ? "" : ", ") +
+                   fmt::format("{} (-g {}: {:.2f} us)", std::filesystem::path(c.fit->log.path).filename().string(),
+                               c.gpus_per_thread, each * 1e6);
+  }
+  if (!launch_logs.empty())
+    e.group_launch_per_gpu_s = round_to(launch, 1e-8);
   // Inside a node first: the NIC's rows run over those links too.
   for (const std::string& link : {std::string("nvswitch"), std::string("nvlink"), std::string("pcie")}) {
     std::vector<Case*> group;
@@ -540,6 +567,13 @@ NetworkFit fit_network(const NetworkFitRequest& request)
                       "gives them), fitted on the 8 KiB-1 MiB rows of {} (links.json: {:g})",
                       name, logs_text, fit.before.protocols[p].wire_factor);
     }
+  if (!launch_logs.empty()) {
+    file["nccl_group_launch"]["per_gpu"] = us_text(fit.after.group_launch_per_gpu_s);
+    file["nccl_group_launch"]["per_gpu_source"] =
+        fmt::format("the median of the rows up to 4 KiB over the GPUs each host thread drove, the least of: {} "
+                    "(links.json: {})",
+                    launch_logs, us_text(fit.before.group_launch_per_gpu_s));
+  }
   if (fit.after.nvls_reduction_Bps != fit.before.nvls_reduction_Bps) {
     file["nvswitch"]["in_switch_reduction"] = fmt::format("{:.1f}GBps", fit.after.nvls_reduction_Bps / 1e9);
     file["nvswitch"]["in_switch_reduction_source"] =

@@ -89,6 +89,7 @@ int run_network(const NetworkOptions& o)
   figure("LL128 wire bytes/byte", b.protocols[1].wire_factor, a.protocols[1].wire_factor, false);
   figure("base latency (ring/LL)", b.protocols_loaded ? b.protocols[0].base_ring_s : b.collective_base_latency_s,
          a.protocols_loaded ? a.protocols[0].base_ring_s : a.collective_base_latency_s, true);
+  figure("launch per GPU (-g N)", b.group_launch_per_gpu_s, a.group_launch_per_gpu_s, true);
   if (o.out.empty()) {
     fmt::print("\n(no -o given: nothing written)\n");
   } else {

@@ -33,6 +33,7 @@ struct CollectiveOptions {
   int gpus    = 0;
   int nodes   = 0;
   int jobs    = 1;
+  int gpus_per_thread = 1; // nccl-tests -g (collective_bench.hpp nccl_tests_iteration_seconds)
   bool stride = false;
 };
 
@@ -91,6 +92,8 @@ int run_compare(const CollectiveOptions& o)
 
 int run(const CollectiveOptions& o)
 {
+  if (!o.compare.empty() && o.gpus_per_thread != 1)
+    throw InputError({"--gpus-per-thread: with --compare each case gives its own (its \"gpus_per_thread\")"});
   if (!o.compare.empty())
     return run_compare(o);
   if (!o.compare_case.empty())
@@ -143,10 +146,15 @@ int run(const CollectiveOptions& o)
                         {"algorithm", algorithm},     {"protocol", protocol},
                         {"platform", s.name},         {"network_fidelity", network},
                         {"busbw_factor", factor},     {"rows", nlohmann::json::array()}};
+  if (o.gpus_per_thread > 1)
+    doc["gpus_per_thread"] = o.gpus_per_thread;
   const bool table = o.json_out != "-";
   if (table) {
     fmt::print("# {} of {} GPUs ({}), algorithm {}, protocol {}, {} network, platform of {}\n", collective_name(*op),
                n, o.stride ? "one per node" : "the first GPUs", algorithm, protocol, network, s.name);
+    if (o.gpus_per_thread > 1)
+      fmt::print("# {} GPUs per host thread (nccl-tests -g {}): an iteration takes at least {} launches of {:.2f} us\n",
+                 o.gpus_per_thread, o.gpus_per_thread, o.gpus_per_thread, link_efficiency().group_launch_per_gpu_s * 1e6);
     fmt::print("# busbw = algbw x {:.4f} ({})\n", factor, *op == CollectiveOp::AllReduce ? "2(n-1)/n" : "(n-1)/n");
     fmt::print("{:>14} {:>14} {:>14} {:>13} {:>13}  {}\n", "size (B)", "count (fp32)", "time (us)", "algbw (GB/s)",
                "busbw (GB/s)", "algorithm/protocol");
@@ -155,15 +163,19 @@ int run(const CollectiveOptions& o)
   // Row by row as each size is timed (a table over thousands of GPUs takes seconds).
   auto print_row = [&](size_t i, const CollectiveTime& timed) {
     const double bytes   = sizes[i];
-    const double seconds = timed.seconds;
+    const double seconds = nccl_tests_iteration_seconds(timed.seconds, o.gpus_per_thread, link_efficiency());
+    const bool host_bound = seconds > timed.seconds;
     const double algbw   = bytes / seconds / 1e9;
     if (table)
-      fmt::print("{:>14.0f} {:>14.0f} {:>14.2f} {:>13.2f} {:>13.2f}  {}{}\n", bytes, std::floor(bytes / 4),
-                 seconds * 1e6, algbw, algbw * factor, timed.algorithm, timed.closed_form ? " (closed form)" : "");
+      fmt::print("{:>14.0f} {:>14.0f} {:>14.2f} {:>13.2f} {:>13.2f}  {}{}{}\n", bytes, std::floor(bytes / 4),
+                 seconds * 1e6, algbw, algbw * factor, timed.algorithm, timed.closed_form ? " (closed form)" : "",
+                 host_bound ? " (host-bound)" : "");
     std::fflush(stdout);
     doc["rows"].push_back({{"bytes", bytes},          {"count", std::floor(bytes / 4)}, {"time_us", seconds * 1e6},
                            {"algbw_GBps", algbw},     {"busbw_GBps", algbw * factor},   {"picked", timed.algorithm},
                            {"closed_form", timed.closed_form}});
+    if (o.gpus_per_thread > 1)
+      doc["rows"].back()["host_bound"] = host_bound;
     closed_forms += timed.closed_form ? 1 : 0;
   };
   time_collectives(s.platform, members, *op, sizes, algorithm, network == "analytic", protocol, print_row, o.jobs);
@@ -188,6 +200,10 @@ std::function<int()> setup(CLI::App& sub)
   sub.add_option("--set", o->sets, "override a field: path=value, e.g. platform.node_groups.0.nic.bandwidth=400Gbps (repeatable)");
   sub.add_option("--op", o->op, "all_reduce (default), all_gather, reduce_scatter or all_to_all");
   sub.add_option("--gpus", o->gpus, "group size: the first N GPUs (default all)");
+  sub.add_option("--gpus-per-thread", o->gpus_per_thread,
+                 "GPUs one host thread drives, as nccl-tests -g N (its header's nGpus): an iteration then takes at "
+                 "least N launches (default 1: one process per GPU, as under mpirun)")
+      ->check(CLI::Range(1, 1024));
   sub.add_flag("--stride", o->stride, "take the first GPU of each node instead (the inter-node network alone)");
   sub.add_option("--algorithm", o->algorithm, "collective algorithm (default simulation.collective_algorithm)");
   sub.add_option("--protocol", o->protocol, "NCCL protocol: auto, LL, LL128 or Simple (default simulation.nccl_protocol)");

@@ -100,7 +100,10 @@ TEST_CASE("the cloud presets parse with their NIC kinds and layouts", "[nic_kind
                           Expect{"gcp-a3", "tcpx", 4, 200e9 / 8}, Expect{"gcp-a3-mega", "tcpxo", 8, 200e9 / 8},
                           Expect{"oci-bm-gpu4-8", "roce", 8, 2 * 100e9 / 8},
                           Expect{"azure-ndv4", "infiniband", 8, 200e9 / 8},
-                          Expect{"azure-ndv5", "infiniband", 8, 400e9 / 8}}) {
+                          Expect{"azure-ndv5", "infiniband", 8, 400e9 / 8},
+                          Expect{"aws-p5e", "efa", 8, 4 * 100e9 / 8}, Expect{"gcp-a3-ultra", "roce", 8, 400e9 / 8},
+                          Expect{"azure-nd-h200-v5", "infiniband", 8, 400e9 / 8},
+                          Expect{"dgx-b200", "infiniband", 8, 400e9 / 8}}) {
     INFO(x.preset);
     nlohmann::json doc = testing::small_scenario(1, 16, 16);
     doc["platform"]    = {{"preset", x.preset}, {"nodes", 2}};

@@ -22,6 +22,20 @@ std::optional<LinkEfficiency>& override_slot()
   return slot;
 }
 
+// "nccl_group_launch" (links.json and a cluster's calibration file alike): what one host thread
+// spends per GPU it drives (tools/driver/collective_bench.hpp nccl_tests_iteration_seconds);
+// `current` where the entry leaves it out.
+double read_group_launch(JsonReader group, double current)
+{
+  const double per_gpu = group.time("per_gpu", current);
+  if (per_gpu > 1e-3)
+    group.problems().add(group.path_of("per_gpu"), "expected a launch cost below 1 ms");
+  group.text("per_gpu_source", std::string());
+  group.raw("notes");
+  group.reject_unknown_keys();
+  return per_gpu;
+}
+
 // "nic_kinds": one entry per kind of sim/input/platform_parse.hpp nic_kind_names(), each with its
 // achieved efficiency and per-step latency and their sources. infiniband's figures are the `nic`
 // entry's (the fabric they were fitted on), repeated so that every kind reads alike; a
@@ -129,15 +143,8 @@ LinkEfficiency load_link_efficiency()
     problems.add(base.path_of("value"), "expected a base latency below 1 ms");
   base.text("source", std::string());
   base.reject_unknown_keys();
-  if (r.has("nccl_group_launch")) {
-    JsonReader group         = r.object("nccl_group_launch");
-    e.group_launch_per_gpu_s = group.time("per_gpu", 0.0);
-    if (e.group_launch_per_gpu_s > 1e-3)
-      problems.add(group.path_of("per_gpu"), "expected a launch cost below 1 ms");
-    group.text("per_gpu_source", std::string());
-    group.raw("notes");
-    group.reject_unknown_keys();
-  }
+  if (r.has("nccl_group_launch"))
+    e.group_launch_per_gpu_s = read_group_launch(r.object("nccl_group_launch"), 0.0);
   if (r.has("protocols")) {
     JsonReader protocols = r.object("protocols");
     protocols.raw("description");
@@ -286,14 +293,8 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
       b.raw("source");
       b.reject_unknown_keys();
     }
-    if (r.has("nccl_group_launch")) { // the cluster's host, from its logs run with nccl-tests -g N
-      JsonReader g               = r.object("nccl_group_launch");
-      e.group_launch_per_gpu_s = g.time("per_gpu", e.group_launch_per_gpu_s);
-      if (e.group_launch_per_gpu_s > 1e-3)
-        problems.add(g.path_of("per_gpu"), "expected a launch cost below 1 ms");
-      g.raw("per_gpu_source");
-      g.reject_unknown_keys();
-    }
+    if (r.has("nccl_group_launch")) // the cluster's host, from its logs run with nccl-tests -g N
+      e.group_launch_per_gpu_s = read_group_launch(r.object("nccl_group_launch"), e.group_launch_per_gpu_s);
     if (r.has("protocols")) { // each protocol's base latency per algorithm (links.json "protocols")
       JsonReader protocols = r.object("protocols");
       const char* names[]  = {"LL", "LL128", "Simple"};

@@ -311,6 +311,23 @@ TEST_CASE("calibrate network: a missing or malformed calibration named by a scen
   const auto flag = testing::run_stepsim("collective --preset dgx-a100 --sizes 1MB --network-calibration " + bad);
   CHECK(flag.exit_code == 2);
   CHECK(flag.output.find("--network-calibration: in") != std::string::npos);
+
+  // A host launch of 5 ms per GPU is no launch: the path and the bound.
+  const auto slow = testing::write_temp_file("slow-launch-cal.json", R"({"nccl_group_launch": {"per_gpu": "5ms"}})");
+  const auto launch = testing::run_stepsim("collective --preset dgx-a100 --sizes 1MB --network-calibration " + slow);
+  INFO(launch.output);
+  CHECK(launch.exit_code == 2);
+  CHECK(launch.output.find("nccl_group_launch.per_gpu") != std::string::npos);
+  CHECK(launch.output.find("expected a launch cost below 1 ms") != std::string::npos);
+  // And a calibration file's own launch is the one `--gpus-per-thread` pays.
+  const auto fast = testing::write_temp_file("fast-launch-cal.json", R"({"nccl_group_launch": {"per_gpu": "1us"}})");
+  const auto one  = testing::run_stepsim("collective --preset dgx-a100 --nodes 1 --gpus-per-thread 8 --sizes 8B --json - "
+                                         "--network-calibration " + fast);
+  REQUIRE(one.exit_code == 0);
+  const auto shipped = testing::run_stepsim("collective --preset dgx-a100 --nodes 1 --gpus-per-thread 8 --sizes 8B --json -");
+  REQUIRE(shipped.exit_code == 0);
+  CHECK(nlohmann::json::parse(one.output)["rows"][0]["time_us"].get<double>() <
+        nlohmann::json::parse(shipped.output)["rows"][0]["time_us"].get<double>());
 }
 
 TEST_CASE("calibrate network: a log whose GPUs are not the machine's is said so", "[calibrate_network][devices]")

@@ -257,4 +257,15 @@ TEST_CASE("nccl-tests -g N: an iteration takes at least N launches of its one ho
   const auto bad = testing::run_stepsim("collective --preset dgx-a100 --gpus-per-thread 0 --sizes 8KiB");
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("--gpus-per-thread") != std::string::npos);
+  // A thread's GPUs divide the group, as nccl-tests' ranks are processes x threads x GPUs.
+  const auto uneven = testing::run_stepsim("collective --preset dgx-a100 --gpus 6 --gpus-per-thread 4 --sizes 8KiB");
+  CHECK(uneven.exit_code == 2);
+  CHECK(uneven.output.find("--gpus-per-thread: 4 GPUs per thread do not divide the group of 6 GPUs") != std::string::npos);
+  // The same in a published case: the JSON path and what was expected.
+  nlohmann::json cases = {{"cases", {{{"name", "x"}, {"preset", "dgx-a100"}, {"nodes", 1}, {"gpus", 6}, {"op", "all_reduce"},
+                                      {"gpus_per_thread", 4}, {"rows", {{{"bytes", 8192}, {"time_us", 30}}}}}}}};
+  const auto file = testing::write_temp_file("uneven-cases.json", cases.dump());
+  const auto compare = testing::run_stepsim("collective --compare " + file);
+  CHECK(compare.exit_code == 2);
+  CHECK(compare.output.find("cases[0].gpus_per_thread: expected a divisor of the case's 6 GPUs") != std::string::npos);
 }

@@ -13,9 +13,9 @@ nccl_tests_published.json), times each of their rows up to 4 KiB with `stepsim c
 GPU per thread: no floor), and takes a case as host-bound where the median of those rows is
 measured slower than the median of the model's: its launch is that measured median / N. The
 figure is the geometric mean over the host-bound cases (every case weighs the same, however many
-rows it printed). Rows printed as bus bandwidth alone
-are read back to a time where the bandwidth has two significant digits (0.10 GB/s or more). With
---write it sets the figure and its source in links.json.
+rows it printed). Rows printed as bus bandwidth alone are read back to a time where the bandwidth
+has two significant digits (0.10 GB/s or more). With --write it sets the figure and its source in
+links.json.
 
     python3 tools/calibrate/fit_group_launch.py --write
 """

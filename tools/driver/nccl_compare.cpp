@@ -78,6 +78,11 @@ Comparison compare_published(const std::string& file, bool analytic_network, con
     const auto* given = c.raw("rows");
     if (given == nullptr || !given->is_array())
       problems.add(c.path_of("rows"), "expected an array of rows {\"bytes\": ..., \"time_us\": ..., \"busbw_GBps\": ...}");
+    if (cc.gpus % cc.gpus_per_thread != 0)
+      problems.add(c.path_of("gpus_per_thread"),
+                   fmt::format("expected a divisor of the case's {} GPUs (nccl-tests runs processes x threads x GPUs "
+                               "per thread ranks), got {}",
+                               cc.gpus, cc.gpus_per_thread));
     c.reject_unknown_keys();
     problems.throw_if_any();
     if (!only.empty() && cc.name.find(only) == std::string::npos)

@@ -119,6 +119,11 @@ int run(const CollectiveOptions& o)
     throw InputError({fmt::format("--protocol: expected auto, LL, LL128 or Simple, got \"{}\"", protocol)});
   std::vector<int> members    = benchmark_group(s.platform, o.gpus, o.stride);
   const int n                 = static_cast<int>(members.size());
+  // nccl-tests runs nProcs x nThreads x nGpus ranks: a thread's GPUs divide the group.
+  if (n % o.gpus_per_thread != 0)
+    throw InputError({fmt::format("--gpus-per-thread: {} GPUs per thread do not divide the group of {} GPUs (nccl-tests "
+                                  "runs processes x threads x GPUs per thread ranks)",
+                                  o.gpus_per_thread, n)});
   try { // the node of each member, for algorithms that need it (hierarchical, NVLS)
     // The group as the replay describes it (topologies/collective_groups.hpp describe_groups):
     // a forced nvls is checked against the node's NVSwitch, as auto finds it.

@@ -116,6 +116,26 @@ LinkEfficiency load_link_efficiency()
         }
       gpus.reject_unknown_keys();
     }
+    if (nvswitch && link.has("in_switch_reduction_by_gpu")) {
+      // {"B200": "463GBps", "B200_source": "..."}: a figure and its source per device.
+      const nlohmann::json* by_gpu = link.raw("in_switch_reduction_by_gpu");
+      JsonReader gpus              = link.object("in_switch_reduction_by_gpu");
+      if (by_gpu->is_object())
+        for (const auto& [name, value] : by_gpu->items()) {
+          if (name.size() > 7 && name.ends_with("_source")) {
+            gpus.text(name);
+            continue;
+          }
+          const auto devices = device_names();
+          if (std::find(devices.begin(), devices.end(), name) == devices.end())
+            problems.add(gpus.path_of(name), "expected a device of configs/devices/ (B200, ...)");
+          const double bps = gpus.bandwidth(name, 0.0);
+          if (!(bps > 0))
+            problems.add(gpus.path_of(name), "expected a positive bandwidth such as 463GBps");
+          e.nvls_reduction_by_gpu_Bps[name] = bps;
+        }
+      gpus.reject_unknown_keys();
+    }
     if (nvswitch && link.has("in_switch_reduction")) {
       e.nvls_reduction_Bps = link.bandwidth("in_switch_reduction", 0.0);
       if (!(e.nvls_reduction_Bps > 0))
@@ -183,6 +203,13 @@ LinkEfficiency load_link_efficiency()
   r.reject_unknown_keys();
   problems.throw_if_any();
   return e;
+}
+
+double LinkEfficiency::nvls_reduction_for(const std::string& gpu) const
+{
+  if (auto it = nvls_reduction_by_gpu_Bps.find(gpu); it != nvls_reduction_by_gpu_Bps.end())
+    return it->second;
+  return nvls_reduction_Bps;
 }
 
 double LinkEfficiency::nvswitch_step_for(const std::string& gpu) const
@@ -253,6 +280,7 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
         e.nvls_reduction_Bps = nvswitch.bandwidth("in_switch_reduction");
         if (!(e.nvls_reduction_Bps > 0))
           problems.add(nvswitch.path_of("in_switch_reduction"), "expected a positive bandwidth such as 274GBps");
+        e.nvls_reduction_by_gpu_Bps.clear(); // a cluster's own figure, fitted on its rows, is its GPUs'
       }
       nvswitch.raw("in_switch_reduction_source");
       // A cluster's own NVSwitch step, fitted on its own rows, is every GPU's there.

@@ -58,8 +58,11 @@ struct LinkEfficiency {
   // nccl_tests_iteration_seconds), where one process per GPU runs a training job.
   double group_launch_per_gpu_s = 0;
   // NVLink SHARP: the rate at which the NVSwitch reduces what one GPU pushes into it, bytes per
-  // second per GPU (0 = no limit beyond the links).
+  // second per GPU (0 = no limit beyond the links); the GPUs of another NVSwitch generation
+  // whose own figure was measured (links.json nvswitch.in_switch_reduction_by_gpu), by name.
   double nvls_reduction_Bps = 0;
+  std::map<std::string, double> nvls_reduction_by_gpu_Bps;
+  double nvls_reduction_for(const std::string& gpu) const;
   // InfiniBand SHARP (CollNet): the rate at which the fabric's switches reduce what one NIC
   // pushes into them, as a fraction of the NIC's achieved bandwidth (0 = no limit beyond the NIC).
   double in_network_reduction = 0;

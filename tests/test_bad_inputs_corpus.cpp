@@ -191,3 +191,17 @@ TEST_CASE("a scenario that does not fit in memory runs with --allow-oom", "[bad_
   CHECK(report["memory_peak_bytes"].get<double>() > report["memory_capacity_bytes"].get<double>());
   CHECK(report["step_time_s"].get<double>() > 0);
 }
+
+TEST_CASE("validate takes a scenario that does not fit when it sets simulation.allow_oom, and says so",
+          "[bad_inputs]")
+{
+  auto file   = (kCorpus / "out_of_memory.json").string();
+  auto refused = testing::run_stepsim("validate " + file);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.output.find("does not fit in memory") != std::string::npos);
+  auto allowed = testing::run_stepsim("validate " + file + " --set simulation.allow_oom=true");
+  INFO(allowed.output);
+  CHECK(allowed.exit_code == 0);
+  CHECK(allowed.output.find("valid; ") != std::string::npos);
+  CHECK(allowed.output.find("does not fit in memory") != std::string::npos);
+}

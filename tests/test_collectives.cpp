@@ -70,8 +70,8 @@ double every_member_ring(const PlatformSpec& spec, double bytes)
   return testing::in_child([&] {
            auto engine                = testing::start_engine();
            const LinkEfficiency links = load_link_efficiency();
-           const auto members         = benchmark_group(spec, 0, false);
-           Workload w                 = collective_workload(spec, members, CollectiveOp::AllReduce, bytes, false);
+           const auto members         = benchmark_group(spec, 0);
+           Workload w                 = collective_workload(spec, members, CollectiveOp::AllReduce, bytes);
            BuiltPlatform platform     = build_platform(with_achieved_bandwidth(spec, links), ranks_in_use(w));
            ReplayOptions options;
            options.collective_base_latency_s = links.collective_base_latency_s;
@@ -98,7 +98,7 @@ TEST_CASE("the collective benchmark's lone ring member takes the time of every m
                             platform_scenario("pcie-cloud-box", "", 2)})
     for (double bytes : {64e3, 16e6, 1e9}) {
       INFO(s.name << ", " << bytes << " B");
-      const auto members = benchmark_group(s.platform, 0, false);
+      const auto members = benchmark_group(s.platform, 0);
       const double lone  = time_collective(s.platform, members, CollectiveOp::AllReduce, bytes, "ring").seconds;
       CHECK(lone == Approx(every_member_ring(s.platform, bytes)).epsilon(1e-4)); // 0.01 %: the lone member sums its steps as one transfer
     }
@@ -110,7 +110,7 @@ TEST_CASE("the collective benchmark takes a platform of several node groups")
   // stand for a stage spread over them (it was refused as a reduced-fidelity plan).
   const Scenario edge = platform_scenario("jetson-wifi-edge", "", 0);
   REQUIRE(edge.platform.node_groups.size() > 1);
-  const auto members = benchmark_group(edge.platform, 0, false);
+  const auto members = benchmark_group(edge.platform, 0);
   CHECK(time_collective(edge.platform, members, CollectiveOp::AllReduce, 64e3, "auto").seconds > 0);
 }
 
@@ -155,13 +155,13 @@ TEST_CASE("the collective benchmark times a tree over more than 256 GPUs on a no
   // stretches each chunk's time on the link and the pipeline's fill with it.
   const double S = 64.0 * (1 << 20);
   const Scenario big = platform_scenario("dgx-a100-superpod", "", 64);
-  const auto all     = benchmark_group(big.platform, 512, false);
+  const auto all     = benchmark_group(big.platform, 512);
   const auto tree    = time_collective(big.platform, all, CollectiveOp::AllReduce, S, "tree", false, "Simple");
   CHECK(tree.closed_form);
   CHECK(tree.seconds > 0);
   CHECK_FALSE(time_collective(big.platform, all, CollectiveOp::AllReduce, S, "ring", false, "Simple").closed_form);
   const Scenario small   = platform_scenario("dgx-a100-superpod", "", 16);
-  const auto members     = benchmark_group(small.platform, 128, false);
+  const auto members     = benchmark_group(small.platform, 128);
   const auto flows       = time_collective(small.platform, members, CollectiveOp::AllReduce, S, "tree", false, "Simple");
   const auto closed_form = time_collective(small.platform, members, CollectiveOp::AllReduce, S, "tree", true, "Simple");
   CHECK_FALSE(flows.closed_form);
@@ -208,7 +208,7 @@ TEST_CASE("a tree's rotated lanes take as long as the lanes they rotate and are 
 TEST_CASE("the collective benchmark's table does not depend on how many sizes are timed at once")
 {
   const Scenario s               = platform_scenario("dgx-a100", "", 2);
-  const auto members              = benchmark_group(s.platform, 0, false);
+  const auto members              = benchmark_group(s.platform, 0);
   const std::vector<double> sizes = {8e3, 1e6, 64e6, 1e9};
   const auto one = time_collectives(s.platform, members, CollectiveOp::AllReduce, sizes, "auto", false, "auto", 1);
   const auto two = time_collectives(s.platform, members, CollectiveOp::AllReduce, sizes, "auto", false, "auto", 2);
@@ -268,4 +268,22 @@ TEST_CASE("nccl-tests -g N: an iteration takes at least N launches of its one ho
   const auto compare = testing::run_stepsim("collective --compare " + file);
   CHECK(compare.exit_code == 2);
   CHECK(compare.output.find("cases[0].gpus_per_thread: expected a divisor of the case's 6 GPUs") != std::string::npos);
+}
+
+TEST_CASE("A benchmark group takes the first K GPUs of each node, as nccl-tests runs N nodes x K GPUs")
+{
+  const Scenario two = platform_scenario("dgx-h100", "", 2);
+  CHECK(benchmark_group(two.platform, 2, 1) == std::vector<int>{0, 8});         // --stride: one per node
+  CHECK(benchmark_group(two.platform, 4, 2) == std::vector<int>{0, 1, 8, 9});   // --per-node 2
+  CHECK(benchmark_group(two.platform, 0, 4) == std::vector<int>{0, 1, 2, 3, 8, 9, 10, 11});
+  CHECK(benchmark_group(two.platform, 2) == std::vector<int>{0, 1});            // the first GPUs
+  CHECK_THROWS_WITH(benchmark_group(two.platform, 4, 3), Catch::Contains("multiple of 3"));
+  CHECK_THROWS_WITH(benchmark_group(two.platform, 4, 9), Catch::Contains("--per-node"));
+  // One GPU on each of two nodes crosses the NICs, two on one node only the NVSwitch.
+  const double S      = 1 << 30;
+  const auto across   = time_collective(two.platform, benchmark_group(two.platform, 2, 1), CollectiveOp::AllReduce, S,
+                                        "ring", false, "Simple");
+  const auto one_node = time_collective(two.platform, benchmark_group(two.platform, 2), CollectiveOp::AllReduce, S,
+                                        "ring", false, "Simple");
+  CHECK(across.seconds > 3 * one_node.seconds);
 }

@@ -122,3 +122,71 @@ TEST_CASE("pytorch-autocast adds autocast's casts and fp32 norms as bytes, never
     CHECK(bytes(*fp32_autocast.at(name)) == bytes(*fp32_fused.at(name)));
   }
 }
+
+TEST_CASE("An fp8 run casts the linear layers' operands as Transformer Engine does and keeps the rest in bf16")
+{
+  // transformer.cpp stored_element_bytes: FP8 GEMM operands with bf16 results; norms, activation
+  // functions, attention, the residual stream and the loss in bf16; a cast and transpose of every
+  // linear layer's input a bf16 kernel wrote and of every output gradient; Megatron's output
+  // layer (not a Transformer Engine module) in bf16.
+  nlohmann::json doc = testing::small_scenario(1, 1, 1);
+  doc["model"] = {{"num_layers", 2},    {"hidden_size", 1024}, {"num_attention_heads", 16}, {"seq_length", 2048},
+                  {"vocab_size", 50304}, {"norm", "rmsnorm"},  {"mlp", "swiglu"},          {"ffn_hidden_size", 2816},
+                  {"dropout", 0}};
+  doc["platform"]["node_groups"][0]["gpu"] = "H100-SXM";
+  doc["training"]["framework"]             = "megatron-core";
+  std::list<Workload> kept;
+  auto works = [&](const std::string& precision) {
+    doc["training"]["precision"] = precision;
+    std::map<std::string, const Work*> by_name;
+    kept.push_back(lower(scenario_from_json(doc)));
+    for (const Work& w : kept.back().works)
+      by_name.emplace(w.name, &w);
+    return by_name;
+  };
+  auto find = [](const Work& w, const std::string& name) -> const Kernel* {
+    for (const Kernel& k : w.kernels)
+      if (k.name == name)
+        return &k;
+    return nullptr;
+  };
+  auto kernel = [&](const Work& w, const std::string& name) -> const Kernel& {
+    const Kernel* k = find(w, name);
+    INFO(w.name << " has no kernel " << name);
+    REQUIRE(k != nullptr);
+    return *k;
+  };
+  const auto bf16 = works("bf16");
+  const auto fp8  = works("fp8");
+  const double h = 1024, tokens = 2048, ffn = 2816;
+  for (const char* name : {"attention_forward", "mlp_forward", "attention_backward", "mlp_backward", "head_forward",
+                           "head_backward"}) {
+    INFO(name);
+    CHECK(fp8.at(name)->flops() == Approx(bf16.at(name)->flops())); // casts are bytes, never FLOPs
+  }
+  // The residual stream and the loss in bf16, byte for byte as a bf16 run's.
+  CHECK(kernel(*fp8.at("attention_forward"), "residual_add").bytes ==
+        Approx(kernel(*bf16.at("attention_forward"), "residual_add").bytes));
+  CHECK(kernel(*fp8.at("head_forward"), "cross_entropy").bytes ==
+        Approx(kernel(*bf16.at("head_forward"), "cross_entropy").bytes));
+  // The norm before QKV reads bf16 and writes FP8 (layernorm_fwd_fp8); the projection's bf16
+  // input is cast and transposed: 2 bytes read, 1 + 1 written.
+  CHECK(kernel(*fp8.at("attention_forward"), "input_norm").bytes == Approx(tokens * h * 3));
+  CHECK(kernel(*fp8.at("attention_forward"), "attention_out_fp8_cast").bytes == Approx(tokens * h * 4));
+  CHECK(find(*bf16.at("attention_forward"), "attention_out_fp8_cast") == nullptr);
+  // Backward: output gradients cast before the dgrad, FP8 inputs transposed for the wgrad.
+  CHECK(kernel(*fp8.at("mlp_backward"), "fc2_grad_fp8_cast").bytes == Approx(tokens * h * 4));
+  CHECK(kernel(*fp8.at("mlp_backward"), "fc2_input_fp8_transpose").bytes == Approx(tokens * ffn * 2));
+  CHECK(kernel(*fp8.at("attention_backward"), "qkv_grad_fp8_cast").bytes == Approx(tokens * 3 * h * 4));
+  // The linear layers' GEMMs take FP8 operands at the run's precision; the output layer's run bf16.
+  const Kernel& qkv = kernel(*fp8.at("attention_forward"), "qkv");
+  CHECK(qkv.element_bytes == 1);
+  CHECK(qkv.precision.empty());
+  CHECK(qkv.bytes == Approx(tokens * h + h * 3 * h + tokens * 3 * h * 2)); // bf16 result
+  const Kernel& logits = kernel(*fp8.at("head_forward"), "logits");
+  CHECK(logits.precision == "bf16");
+  CHECK(logits.element_bytes == 2);
+  // What crosses a pipeline or tensor-parallel boundary is bf16 too.
+  doc["training"]["precision"] = "fp8";
+  CHECK(activation_bytes(scenario_from_json(doc)) == Approx(tokens * h * 2));
+}

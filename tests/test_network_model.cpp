@@ -489,3 +489,20 @@ TEST_CASE("a tree of few chunks: its closed form follows its flows, and the pick
   CHECK(intel.ends_with("/LL"));
   CHECK_FALSE(amd.ends_with("/LL"));
 }
+
+TEST_CASE("Blackwell's NVSwitch reduces at its own rate, so a B200 node runs NVLS above its ring", "[network_model]")
+{
+  // links.json nvswitch.in_switch_reduction_by_gpu: Hopper's figure (274 GB/s per GPU) would cap
+  // a B200 node's NVLS at 480 GB/s of bus bandwidth, below the ring its NVLink 5 carries.
+  const LinkEfficiency& links = link_efficiency();
+  REQUIRE(links.nvls_reduction_by_gpu_Bps.count("B200") == 1);
+  CHECK(links.nvls_reduction_for("B200") > links.nvls_reduction_for("H100-SXM"));
+  CHECK(links.nvls_reduction_for("H100-SXM") == links.nvls_reduction_Bps);
+  const auto b200 = run_collective_json("--preset dgx-b200 --nodes 1 --sizes 8GiB").at("rows").at(0);
+  const auto h100 = run_collective_json("--preset dgx-h100 --nodes 1 --sizes 8GiB").at("rows").at(0);
+  CHECK(b200.at("picked") == "nvls/Simple");
+  CHECK(h100.at("picked") == "nvls/Simple");
+  // The bus bandwidth follows each switch's figure: 1.75 x the rate per GPU, less the launch.
+  CHECK(b200.at("busbw_GBps").get<double>() == Approx(1.75 * links.nvls_reduction_for("B200") / 1e9).epsilon(0.03));
+  CHECK(h100.at("busbw_GBps").get<double>() == Approx(1.75 * links.nvls_reduction_for("H100-SXM") / 1e9).epsilon(0.03));
+}

@@ -3,6 +3,7 @@
 #include "sim/core/scenario_check.hpp"
 
 #include "models/collectives/protocol.hpp"
+#include "models/link_calibration.hpp"
 
 #include "models/device.hpp"
 #include "sim/core/input_error.hpp"
@@ -39,10 +40,12 @@ bool in_switch_reduction(const NodeGroupSpec& group)
 void describe_groups(Workload& w, const PlatformSpec& platform, const std::vector<int>& gpu_of_rank, int channels)
 {
   const std::vector<int> node = node_of_gpu(platform);
-  std::vector<char> reduces; // per node
+  std::vector<char> reduces;  // per node
+  std::vector<double> rate;   // per node: its NVSwitch's reduction rate per GPU (links.json)
   for (const auto& g : platform.node_groups) {
     const bool nvls = in_switch_reduction(g);
     reduces.insert(reduces.end(), static_cast<size_t>(g.count), nvls ? 1 : 0);
+    rate.insert(rate.end(), static_cast<size_t>(g.count), nvls ? link_efficiency().nvls_reduction_for(g.gpu) : 0.0);
   }
   for (auto& group : w.groups) {
     group.node_of_member.clear();
@@ -57,6 +60,13 @@ void describe_groups(Workload& w, const PlatformSpec& platform, const std::vecto
       one_node             = one_node && n == group.node_of_member.front();
     }
     group.in_switch_reduction  = all_reduce_in_switch;
+    group.in_switch_reduction_Bps = 0;
+    if (all_reduce_in_switch) // the slowest switch paces the pipelined reductions
+      for (int n : group.node_of_member) {
+        const double r = rate.at(static_cast<size_t>(n));
+        if (r > 0 && (group.in_switch_reduction_Bps == 0 || r < group.in_switch_reduction_Bps))
+          group.in_switch_reduction_Bps = r;
+      }
     group.in_network_reduction = platform.network.sharp && !one_node; // SHARP: CollNet across nodes
     group.channels = channels;
   }

@@ -40,7 +40,7 @@ std::vector<const char*> candidates(CollectiveOp op, const GroupShape& g)
   }
 }
 
-using Key = std::tuple<int, int, int, int, bool, bool, int, double, double, double, double, double>;
+using Key = std::tuple<int, int, int, int, double, bool, int, double, double, double, double, double>;
 
 const CollectiveAlgorithm& auto_pick(CollectiveOp op, const GroupShape& g, double bytes)
 {
@@ -48,7 +48,8 @@ const CollectiveAlgorithm& auto_pick(CollectiveOp op, const GroupShape& g, doubl
   const auto names = candidates(op, g);
   if (names.size() == 1 || g.n <= 1)
     return CollectiveRegistry::get(names[0], "simulation.collective_algorithm");
-  Key key{static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction, g.in_network_reduction, g.channels,
+  Key key{static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction ? nvls_reduction(g) : -1.0,
+          g.in_network_reduction, g.channels,
           g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes};
   auto [it, fresh] = cache.try_emplace(key, nullptr);
   if (!fresh)

@@ -1,4 +1,5 @@
 #include "models/collectives/collective.hpp"
+#include "models/link_calibration.hpp"
 
 #include <algorithm>
 #include <array>
@@ -41,6 +42,11 @@ GroupShape group_shape(const std::vector<int>& node, bool in_switch_reduction, i
   return g;
 }
 
+double nvls_reduction(const GroupShape& g)
+{
+  return g.in_switch_reduction_Bps > 0 ? g.in_switch_reduction_Bps : link_efficiency().nvls_reduction_Bps;
+}
+
 GroupShape group_shape(const Group& group, const std::function<PathCost(int, int)>& path)
 {
   const int n = static_cast<int>(group.ranks.size());
@@ -51,6 +57,7 @@ GroupShape group_shape(const Group& group, const std::function<PathCost(int, int
     g.in_switch_reduction = group.in_switch_reduction;
     g.channels            = group.channels;
   }
+  g.in_switch_reduction_Bps = group.in_switch_reduction_Bps;
   g.in_network_reduction = group.in_network_reduction && g.nodes() > 1;
   if (path && n > 1) {
     for (const auto& members : g.node_members)

@@ -53,6 +53,9 @@ struct GroupShape {
   // Every member's node has an NVSwitch that reduces in the switch: NVLS on one node, NVLS-tree
   // across nodes.
   bool in_switch_reduction = false;
+  // The rate at which that NVSwitch reduces what one GPU pushes into it, bytes per second (the
+  // slowest of the members' nodes; 0: links.json's nvswitch.in_switch_reduction). nvls_reduction.
+  double in_switch_reduction_Bps = 0;
   // The fabric between the nodes reduces in its switches (InfiniBand SHARP, platform.network.sharp):
   // CollNet.
   bool in_network_reduction = false;
@@ -76,6 +79,9 @@ struct GroupShape {
 // A group of n members, each on a node of its own.
 GroupShape group_shape(int n);
 // `node` = a node id per member (any integers); shared ids share a node.
+// The NVSwitch's reduction rate per GPU for the group (GroupShape::in_switch_reduction_Bps, else
+// links.json's figure), bytes per second; 0 = no limit beyond the links.
+double nvls_reduction(const GroupShape& g);
 GroupShape group_shape(const std::vector<int>& node, bool in_switch_reduction = false, int channels = 0);
 // The shape of a workload group; `path` measures the platform between two members (may be null).
 GroupShape group_shape(const Group& g, const std::function<PathCost(int member_a, int member_b)>& path = {});

@@ -60,7 +60,7 @@ double inside_bytes(const GroupShape& g, double bytes)
   const int k = g.per_node;
   if (g.in_switch_reduction) {
     const double links     = bytes * (1.0 + 1.0 / k);
-    const double reduction = link_efficiency().nvls_reduction_Bps;
+    const double reduction = nvls_reduction(g);
     if (reduction > 0 && g.intra.bandwidth_Bps > 0)
       return std::max(links, bytes * g.intra.bandwidth_Bps / reduction);
     return links;

@@ -35,7 +35,7 @@ int nvls_steps(CollectiveOp op, const GroupShape& g, double)
 CollectiveStep nvls_step(CollectiveOp, const GroupShape& g, double bytes, int, int member, int)
 {
   CollectiveStep s;
-  const double reduction = link_efficiency().nvls_reduction_Bps;
+  const double reduction = nvls_reduction(g);
   s.bytes = reduction > 0 && g.intra.bandwidth_Bps > reduction ? bytes * g.intra.bandwidth_Bps / reduction : bytes;
   s.send((member + 1) % g.n);
   s.recv((member - 1 + g.n) % g.n);

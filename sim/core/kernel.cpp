@@ -21,7 +21,7 @@ double Kernel::flops() const
   return 0.0;
 }
 
-Kernel gemm(std::string name, double m, double n, double k, double element_bytes, double batch)
+Kernel gemm(std::string name, double m, double n, double k, double element_bytes, double batch, double output_bytes)
 {
   Kernel g;
   g.kind          = KernelKind::Gemm;
@@ -31,7 +31,7 @@ Kernel gemm(std::string name, double m, double n, double k, double element_bytes
   g.k             = k;
   g.batch         = batch;
   g.element_bytes = element_bytes;
-  g.bytes         = (m * k + k * n + m * n) * batch * element_bytes;
+  g.bytes         = ((m * k + k * n) * element_bytes + m * n * (output_bytes > 0 ? output_bytes : element_bytes)) * batch;
   return g;
 }
 

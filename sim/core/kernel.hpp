@@ -33,12 +33,17 @@ struct Kernel {
   // Attention: the fused implementation that runs it (training.attention_kernel); empty, the
   // device's common figure.
   std::string implementation;
+  // The precision the kernel runs at when it is not the run's (empty): in an fp8 run the GEMMs
+  // outside Transformer Engine's modules (Megatron's output layer, unfused attention) run bf16.
+  std::string precision;
 
   // FLOPs the kernel really performs (causal attention skips the masked half).
   double flops() const;
 };
 
-Kernel gemm(std::string name, double m, double n, double k, double element_bytes, double batch = 1);
+// output_bytes: bytes of a result element when not element_bytes (an FP8 GEMM's bf16 result).
+Kernel gemm(std::string name, double m, double n, double k, double element_bytes, double batch = 1,
+            double output_bytes = 0);
 Kernel memory_kernel(std::string name, double bytes);
 Kernel opaque_kernel(std::string name, double flops);
 Kernel attention_kernel(std::string name, double batch_heads, double seq, double head_dim, bool causal, bool backward,

@@ -126,6 +126,9 @@ struct Group {
   // The fabric between the members' nodes reduces in its switches (platform.network.sharp), filled
   // by the driver with node_of_member. Last, so that the positional initialisers stay valid.
   bool in_network_reduction = false;
+  // The rate at which the members' NVSwitches reduce what one GPU pushes in, bytes per second
+  // (the slowest node's; 0: links.json's nvswitch.in_switch_reduction), filled with it.
+  double in_switch_reduction_Bps = 0;
 };
 
 struct RankProgram {

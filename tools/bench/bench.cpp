@@ -138,7 +138,7 @@ int main(int argc, char** argv)
     };
     for (const Table t : {Table{128, "ring"}, Table{128, "auto"}, Table{2048, "auto"}}) {
       const Scenario superpod = platform_scenario("dgx-a100-superpod", "", t.nodes);
-      const auto members      = benchmark_group(superpod.platform, 0, false);
+      const auto members      = benchmark_group(superpod.platform, 0);
       std::vector<double> all;
       for (double bytes = 8; bytes <= 8.0 * (1ull << 30); bytes *= 2)
         all.push_back(bytes);

@@ -41,26 +41,33 @@ std::optional<CollectiveOp> benchmark_op(const std::string& name)
   return std::nullopt;
 }
 
-std::vector<int> benchmark_group(const PlatformSpec& platform, int gpus, bool one_per_node)
+std::vector<int> benchmark_group(const PlatformSpec& platform, int gpus, int per_node)
 {
-  const int total = platform.total_gpus();
-  std::vector<int> first_gpu_of_node;
+  // The GPUs a group may take, node by node: all of them, or the first per_node of each.
+  std::vector<int> candidates;
   for (int g = 0, start = 0; g < static_cast<int>(platform.node_groups.size()); ++g) {
     const auto& group = platform.node_groups[static_cast<size_t>(g)];
+    if (per_node > group.gpus_per_node)
+      throw InputError({fmt::format("--per-node: node group {} has {} GPUs per node, asked for {}", g,
+                                    group.gpus_per_node, per_node)});
     for (int node = 0; node < group.count; ++node, start += group.gpus_per_node)
-      first_gpu_of_node.push_back(start);
+      for (int local = 0; local < (per_node > 0 ? per_node : group.gpus_per_node); ++local)
+        candidates.push_back(start + local);
   }
-  const int available = one_per_node ? static_cast<int>(first_gpu_of_node.size()) : total;
+  const int available = static_cast<int>(candidates.size());
   if (gpus < 0 || gpus > available)
     throw InputError({fmt::format("--gpus: the platform has {} {}, asked for {}", available,
-                                  one_per_node ? "nodes (--stride takes one GPU per node)" : "GPUs", gpus)});
+                                  per_node == 1   ? "nodes (--stride takes one GPU per node)"
+                                  : per_node > 1 ? fmt::format("GPUs at {} per node (--per-node)", per_node)
+                                                 : std::string("GPUs"),
+                                  gpus)});
   const int n = gpus == 0 ? available : gpus;
   if (n < 2)
     throw InputError({fmt::format("--gpus: a collective needs at least 2 members, got {}", n)});
-  std::vector<int> members;
-  for (int i = 0; i < n; ++i)
-    members.push_back(one_per_node ? first_gpu_of_node[static_cast<size_t>(i)] : i);
-  return members;
+  if (per_node > 1 && n % per_node != 0)
+    throw InputError({fmt::format("--gpus: {} GPUs at {} per node leave one node short; expected a multiple of {}", n,
+                                  per_node, per_node)});
+  return std::vector<int>(candidates.begin(), candidates.begin() + n);
 }
 
 Workload collective_workload(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,

@@ -18,9 +18,10 @@ namespace stepsim {
 std::optional<CollectiveOp> benchmark_op(const std::string& name);
 
 // The members of the benchmark group, as GPU indices: the first `gpus` GPUs of the platform, or
-// with `one_per_node` the first GPU of each of the first `gpus` nodes (the inter-node network
-// alone). gpus = 0 means all. Throws InputError naming `--gpus` when there are not that many.
-std::vector<int> benchmark_group(const PlatformSpec& platform, int gpus, bool one_per_node);
+// with `per_node` k > 0 the first k GPUs of each node, node after node (k = 1: the inter-node
+// network alone; nccl-tests run as 2 nodes x 1 GPU). gpus = 0 means all. Throws InputError naming
+// `--gpus` or `--per-node` when there are not that many, or when k does not divide the group.
+std::vector<int> benchmark_group(const PlatformSpec& platform, int gpus, int per_node = 0);
 
 // A workload of one group holding `members` in which every member runs one collective `op` of
 // `bytes`: every member simulated, or with `reduced` the first alone, standing for the others.

@@ -78,6 +78,12 @@ Comparison compare_published(const std::string& file, bool analytic_network, con
     const auto* given = c.raw("rows");
     if (given == nullptr || !given->is_array())
       problems.add(c.path_of("rows"), "expected an array of rows {\"bytes\": ..., \"time_us\": ..., \"busbw_GBps\": ...}");
+    // nccl-tests on N nodes runs the same number of ranks on each (mpirun -npernode, srun
+    // --ntasks-per-node): the case's GPUs are spread evenly, the first of each node.
+    if (cc.gpus % cc.nodes != 0)
+      problems.add(c.path_of("gpus"), fmt::format("expected a multiple of the case's {} nodes (the same number of GPUs "
+                                                  "on each node), got {}",
+                                                  cc.nodes, cc.gpus));
     if (cc.gpus % cc.gpus_per_thread != 0)
       problems.add(c.path_of("gpus_per_thread"),
                    fmt::format("expected a divisor of the case's {} GPUs (nccl-tests runs processes x threads x GPUs "
@@ -104,7 +110,14 @@ Comparison compare_published(const std::string& file, bool analytic_network, con
     }
     problems.throw_if_any();
     const Scenario s                 = platform_scenario(cc.preset, "", cc.nodes);
-    const std::vector<int> members   = benchmark_group(s.platform, cc.gpus, false);
+    std::vector<int> members;
+    try {
+      members = benchmark_group(s.platform, cc.gpus, cc.gpus / cc.nodes);
+    } catch (const InputError& e) { // worded for the command line: say which case asked
+      throw InputError({fmt::format("{}: {} GPUs on {} nodes of preset \"{}\" ({} GPUs each): {}", c.path_of("gpus"),
+                                    cc.gpus, cc.nodes, cc.preset, s.platform.node_groups.front().gpus_per_node,
+                                    e.problems().front())});
+    }
     cc.not_modelled                  = max_gpus > 0 && cc.gpus > max_gpus
                                            ? fmt::format("not run here: more than {} GPUs", max_gpus)
                                            : refusal(s, members, op, cc.algorithm);

@@ -173,8 +173,11 @@ void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, 
       const double ratio = std::exp(log_ratio / n);
       if (std::abs(ratio - 1) < 0.003)
         break;
-      if (link == "nvswitch" && 2 * nvls > n && e.nvls_reduction_Bps > 0) {
-        e.nvls_reduction_Bps *= ratio;
+      if (link == "nvswitch" && 2 * nvls > n && e.nvls_reduction_for(cases.front()->platform.node_groups.front().gpu) > 0) {
+        // The cluster's own figure, from its GPU's (an NVSwitch generation may have its own):
+        // the calibration file's one figure then holds for its GPUs.
+        e.nvls_reduction_Bps = e.nvls_reduction_for(cases.front()->platform.node_groups.front().gpu) * ratio;
+        e.nvls_reduction_by_gpu_Bps.clear();
       } else {
         LinkFigures f = figures_of(e, link);
         f.efficiency  = std::clamp(f.efficiency * ratio, 0.01, 1.0);

@@ -34,7 +34,8 @@ struct CollectiveOptions {
   int nodes   = 0;
   int jobs    = 1;
   int gpus_per_thread = 1; // nccl-tests -g (collective_bench.hpp nccl_tests_iteration_seconds)
-  bool stride = false;
+  bool stride  = false;
+  int per_node = 0; // --per-node K: the first K GPUs of each node
 };
 
 double parse_size(const std::string& text, const std::string& option)
@@ -117,7 +118,7 @@ int run(const CollectiveOptions& o)
   const std::string protocol  = o.protocol.empty() ? s.simulation.nccl_protocol : o.protocol;
   if (!protocol_named(protocol) && protocol != "auto")
     throw InputError({fmt::format("--protocol: expected auto, LL, LL128 or Simple, got \"{}\"", protocol)});
-  std::vector<int> members    = benchmark_group(s.platform, o.gpus, o.stride);
+  std::vector<int> members    = benchmark_group(s.platform, o.gpus, o.stride ? 1 : o.per_node);
   const int n                 = static_cast<int>(members.size());
   // nccl-tests runs nProcs x nThreads x nGpus ranks: a thread's GPUs divide the group.
   if (n % o.gpus_per_thread != 0)
@@ -147,16 +148,21 @@ int run(const CollectiveOptions& o)
   else
     calibration = network_calibration_scope(s.simulation);
 
-  nlohmann::json doc = {{"op", collective_name(*op)}, {"gpus", n},         {"one_per_node", o.stride},
+  nlohmann::json doc = {{"op", collective_name(*op)}, {"gpus", n},         {"one_per_node", o.stride || o.per_node == 1},
                         {"algorithm", algorithm},     {"protocol", protocol},
                         {"platform", s.name},         {"network_fidelity", network},
                         {"busbw_factor", factor},     {"rows", nlohmann::json::array()}};
   if (o.gpus_per_thread > 1)
     doc["gpus_per_thread"] = o.gpus_per_thread;
+  if (o.per_node > 1)
+    doc["per_node"] = o.per_node;
   const bool table = o.json_out != "-";
+  const std::string where = o.stride || o.per_node == 1 ? std::string("one per node")
+                            : o.per_node > 1            ? fmt::format("the first {} of each node", o.per_node)
+                                                        : std::string("the first GPUs");
   if (table) {
     fmt::print("# {} of {} GPUs ({}), algorithm {}, protocol {}, {} network, platform of {}\n", collective_name(*op),
-               n, o.stride ? "one per node" : "the first GPUs", algorithm, protocol, network, s.name);
+               n, where, algorithm, protocol, network, s.name);
     if (o.gpus_per_thread > 1)
       fmt::print("# {} GPUs per host thread (nccl-tests -g {}): an iteration takes at least {} launches of {:.2f} us\n",
                  o.gpus_per_thread, o.gpus_per_thread, o.gpus_per_thread, link_efficiency().group_launch_per_gpu_s * 1e6);
@@ -209,7 +215,11 @@ std::function<int()> setup(CLI::App& sub)
                  "GPUs one host thread drives, as nccl-tests -g N (its header's nGpus): an iteration then takes at "
                  "least N launches (default 1: one process per GPU, as under mpirun)")
       ->check(CLI::Range(1, 1024));
-  sub.add_flag("--stride", o->stride, "take the first GPU of each node instead (the inter-node network alone)");
+  auto* stride = sub.add_flag("--stride", o->stride, "take the first GPU of each node instead (the inter-node network alone)");
+  sub.add_option("--per-node", o->per_node,
+                 "take the first K GPUs of each node, node after node (nccl-tests run on N nodes x K GPUs)")
+      ->check(CLI::Range(1, 1024))
+      ->excludes(stride);
   sub.add_option("--algorithm", o->algorithm, "collective algorithm (default simulation.collective_algorithm)");
   sub.add_option("--protocol", o->protocol, "NCCL protocol: auto, LL, LL128 or Simple (default simulation.nccl_protocol)");
   sub.add_option("--network", o->network, "flow or analytic (default simulation.network_fidelity)");

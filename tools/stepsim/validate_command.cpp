@@ -57,8 +57,13 @@ std::function<int()> setup(CLI::App& sub)
     if (doc.is_object() && (doc.contains("grid") || doc.contains("zip")) && o->sets.empty())
       return validate_sweep(o->file);
     Scenario s = load_scenario(o->file, o->sets);
-    if (std::string oom = memory_problem(s); !oom.empty())
-      throw InputError({oom + "; pass --allow-oom (simulation.allow_oom) to simulate it anyway"});
+    if (std::string oom = memory_problem(s); !oom.empty()) {
+      // A scenario that asks to be simulated anyway is valid, as `run` takes it; the miss is said.
+      if (!s.simulation.allow_oom)
+        throw InputError({oom + "; pass --allow-oom (simulation.allow_oom) to simulate it anyway"});
+      fmt::print("{}: valid; {} (simulation.allow_oom is set: it is simulated anyway)\n", o->file, oom);
+      return 0;
+    }
     fmt::print("{}: valid\n", o->file);
     return 0;
   };

@@ -521,7 +521,7 @@ public:
         layers.push_back(final_layer);
       // The tokens (scattered over the tensor peers, as Megatron sends them) and the conditioning.
       out.stages[vs].output_bytes = activation_bytes(s) / tensor + double(s.training.micro_batch_size) * d.h *
-                                                                       element_bytes(s.training.precision);
+                                                                       stored_element_bytes(s.training.precision);
     }
     return out;
   }

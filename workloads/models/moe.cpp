@@ -74,7 +74,7 @@ double moe_all_to_all_bytes(const Scenario& s)
 {
   const auto& m = s.model;
   return routed_tokens_per_rank(s) * m.moe_top_k * m.moe_capacity_factor * m.hidden_size *
-         element_bytes(s.training.precision);
+         stored_element_bytes(s.training.precision);
 }
 
 double moe_activation_delta_bytes(const Scenario& s)
@@ -86,7 +86,7 @@ double moe_activation_delta_bytes(const Scenario& s)
   const bool sp     = s.parallelism.sequence_parallel;
   const double sb   = double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context;
   const double h    = m.hidden_size;
-  const double e    = element_bytes(s.training.precision);
+  const double e    = stored_element_bytes(s.training.precision);
   const double dense = dense_mlp_activation_bytes(s); // the MLP the experts replace
   const double copies = sb * m.moe_top_k * m.moe_capacity_factor; // token copies, each tensor rank all of them
   const double ffn    = expert_ffn_hidden_size(m) / t;
@@ -109,7 +109,8 @@ double moe_activation_delta_bytes(const Scenario& s)
 MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
 {
   const auto& m        = s.model;
-  const double e       = element_bytes(s.training.precision);
+  const double e       = element_bytes(s.training.precision);        // the GEMMs' operands
+  const double a       = stored_element_bytes(s.training.precision); // every other tensor
   const double t       = s.parallelism.tensor;
   const double h       = m.hidden_size;
   const double experts = m.num_experts;
@@ -127,34 +128,34 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
 
   // Routing: norm, logits over the experts, fp32 softmax and top-k, then the permutation that
   // groups each expert's token copies.
-  const std::vector<Kernel> router_f = {memory_kernel("post_attention_norm", tokens * h * 2 * e),
+  const std::vector<Kernel> router_f = {memory_kernel("post_attention_norm", tokens * h * 2 * a),
                                         gemm("router", tokens, experts, h, e),
                                         memory_kernel("router_softmax_topk", tokens * experts * 3 * 4),
-                                        memory_kernel("permute", routed * h * 2 * e)};
+                                        memory_kernel("permute", routed * h * 2 * a)};
   const std::vector<Kernel> experts_f = {
       gemm("expert_fc1", per_expert, fc1_n, h, e, local),
-      memory_kernel(m.mlp == "swiglu" ? "expert_swiglu" : "expert_gelu", local * per_expert * ffn * act * e),
+      memory_kernel(m.mlp == "swiglu" ? "expert_swiglu" : "expert_gelu", local * per_expert * ffn * act * a),
       gemm("expert_fc2", per_expert, h, ffn, e, local)};
   // The residual add, as the dense layer's (transformer.cpp): with dropout, a mask beside it.
   const bool dropout        = m.dropout > 0;
   const double residual_rw  = dropout ? 4 : 3;
   const std::vector<Kernel> combine_f = {
-      memory_kernel("unpermute_combine", routed * h * 2 * e + tokens * h * e),
-      memory_kernel(dropout ? "dropout_residual" : "residual_add", tokens * h * residual_rw * e)};
+      memory_kernel("unpermute_combine", routed * h * 2 * a + tokens * h * a),
+      memory_kernel(dropout ? "dropout_residual" : "residual_add", tokens * h * residual_rw * a)};
 
   const std::vector<Kernel> combine_b = {
-      memory_kernel(dropout ? "dropout_residual_bwd" : "residual_add_bwd", tokens * h * residual_rw * e),
-                                         memory_kernel("unpermute_combine_bwd", routed * h * 2 * e + tokens * h * e)};
+      memory_kernel(dropout ? "dropout_residual_bwd" : "residual_add_bwd", tokens * h * residual_rw * a),
+                                         memory_kernel("unpermute_combine_bwd", routed * h * 2 * a + tokens * h * a)};
   const std::vector<Kernel> experts_bi = {
       gemm("expert_fc2_dgrad", per_expert, ffn, h, e, local),
-      memory_kernel("expert_activation_bwd", local * per_expert * ffn * (act + 1) * e),
+      memory_kernel("expert_activation_bwd", local * per_expert * ffn * (act + 1) * a),
       gemm("expert_fc1_dgrad", per_expert, h, fc1_n, e, local)};
   const std::vector<Kernel> experts_bw = {gemm("expert_fc2_wgrad", ffn, h, per_expert, e, local),
                                           gemm("expert_fc1_wgrad", h, fc1_n, per_expert, e, local)};
-  const std::vector<Kernel> router_bi = {memory_kernel("permute_bwd", routed * h * 2 * e),
+  const std::vector<Kernel> router_bi = {memory_kernel("permute_bwd", routed * h * 2 * a),
                                          memory_kernel("router_softmax_topk_bwd", tokens * experts * 3 * 4),
                                          gemm("router_dgrad", tokens, h, experts, e),
-                                         memory_kernel("post_attention_norm_bwd", tokens * h * 4 * e)};
+                                         memory_kernel("post_attention_norm_bwd", tokens * h * 4 * a)};
   const std::vector<Kernel> router_bw = {gemm("router_wgrad", h, experts, tokens, e)};
 
   // The shared experts (moe.hpp): a dense MLP of their summed width over all the rank's tokens
@@ -172,10 +173,10 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
       shared_f.push_back(gemm("shared_expert_gate", tokens, 1, h, e));
     shared_f.push_back(gemm("shared_expert_fc1", all_tokens, s_fc1_n, h, e));
     shared_f.push_back(memory_kernel(m.mlp == "swiglu" ? "shared_expert_swiglu" : "shared_expert_gelu",
-                                     all_tokens * s_ffn * act * e));
+                                     all_tokens * s_ffn * act * a));
     shared_f.push_back(gemm("shared_expert_fc2", all_tokens, h, s_ffn, e));
     shared_bi = {gemm("shared_expert_fc2_dgrad", all_tokens, s_ffn, h, e),
-                 memory_kernel("shared_expert_activation_bwd", all_tokens * s_ffn * (act + 1) * e),
+                 memory_kernel("shared_expert_activation_bwd", all_tokens * s_ffn * (act + 1) * a),
                  gemm("shared_expert_fc1_dgrad", all_tokens, h, s_fc1_n, e)};
     shared_bw = {gemm("shared_expert_fc2_wgrad", s_ffn, h, all_tokens, e),
                  gemm("shared_expert_fc1_wgrad", h, s_fc1_n, all_tokens, e)};
@@ -190,10 +191,10 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
   std::vector<Kernel> combine_f_all = combine_f, combine_b_all;
   if (shared)
     combine_f_all.push_back(memory_kernel(gate ? "shared_expert_gate_add" : "shared_expert_add",
-                                          tokens * h * (gate ? 5 : 3) * e));
+                                          tokens * h * (gate ? 5 : 3) * a));
   combine_b_all = combine_b;
   if (gate)
-    combine_b_all.insert(combine_b_all.begin() + 1, memory_kernel("shared_expert_gate_bwd", tokens * h * 3 * e));
+    combine_b_all.insert(combine_b_all.begin() + 1, memory_kernel("shared_expert_gate_bwd", tokens * h * 3 * a));
 
   MoeWorks w{};
   w.router_forward         = add("moe_router_forward", router_f);
@@ -322,7 +323,7 @@ TaskId ExpertGradients::reduce_and_step(BlockTasks& tasks, std::vector<Work>& wo
     after = tasks.compute(static_cast<int>(works.size() - 1), reduced);
     if (sharded)
       after = tasks.collective(Stream::Data, CollectiveOp::AllGather, group_,
-                               parameters_ * element_bytes(s_.training.precision), after);
+                               parameters_ * stored_element_bytes(s_.training.precision), after);
   }
   buckets_.clear();
   parameters_ = 0;

@@ -14,6 +14,16 @@ double element_bytes(const std::string& precision)
   return 2;
 }
 
+// FP8 training as Transformer Engine runs it (the recipe Megatron-Core and NeMo use; torchao's
+// float8 training casts the same operands): only the GEMMs of the linear layers take FP8 inputs,
+// each cast with its scale and, as Hopper's FP8 GEMMs read both operands K-major, transposed.
+// Their outputs, the norms, the activation functions, attention, the residual stream and the
+// loss stay bf16 (Transformer Engine's user guide, "Using FP8 with Transformer Engine": "FP8 is
+// used for the GEMMs ... other operations ... in higher precision"; transformer_engine/pytorch/
+// module/linear.py, _Linear.forward: fp8_cast_transpose_fused of the input, the GEMM's out_dtype
+// the activation dtype).
+double stored_element_bytes(const std::string& precision) { return precision == "fp8" ? 2 : element_bytes(precision); }
+
 bool runs_under_autocast(const Scenario& s)
 {
   return FrameworkRegistry::get(s.training.framework, "training.framework").eager_autocast &&
@@ -33,7 +43,9 @@ double kv_hidden(const ModelSpec& m)
 struct Shape {
   double tokens;   // micro-batch × sequence
   double h, ffn, heads, head_dim, kv, vocab, t;
-  double e;        // element bytes
+  double e;        // GEMM operand bytes
+  double a;        // bytes of every other tensor element (stored_element_bytes): bf16 in an fp8 run
+  bool fp8;        // Transformer Engine's FP8: casts before the GEMMs (add_transformer_works)
   double norm_tokens; // tokens a norm or dropout touches (sequence parallel splits them)
 };
 
@@ -50,14 +62,25 @@ Shape shape_of(const Scenario& s)
   x.kv          = kv_hidden(m);
   x.vocab       = m.vocab_size;
   x.e           = element_bytes(s.training.precision);
+  x.a           = stored_element_bytes(s.training.precision);
+  x.fp8         = s.training.precision == "fp8";
   x.norm_tokens = s.parallelism.sequence_parallel ? x.tokens / x.t : x.tokens;
   return x;
 }
 
-// A GEMM Y = X·W (M = tokens) and its backward: dX = dY·Wᵀ and dW = Xᵀ·dY.
-Kernel fwd(const char* name, const Shape& x, double n, double k) { return gemm(name, x.tokens, n, k, x.e); }
-Kernel dgrad(const char* name, const Shape& x, double n, double k) { return gemm(name, x.tokens, k, n, x.e); }
-Kernel wgrad(const char* name, const Shape& x, double n, double k) { return gemm(name, k, n, x.tokens, x.e); }
+// A GEMM Y = X·W (M = tokens) and its backward: dX = dY·Wᵀ and dW = Xᵀ·dY; in an fp8 run FP8
+// operands and a bf16 result.
+Kernel fwd(const char* name, const Shape& x, double n, double k) { return gemm(name, x.tokens, n, k, x.e, 1, x.a); }
+Kernel dgrad(const char* name, const Shape& x, double n, double k) { return gemm(name, x.tokens, k, n, x.e, 1, x.a); }
+Kernel wgrad(const char* name, const Shape& x, double n, double k) { return gemm(name, k, n, x.tokens, x.e, 1, x.a); }
+
+// Transformer Engine's cast of a bf16 tensor of tokens × width to FP8 and its transpose
+// (fp8_cast_transpose_fused): 2 bytes read, 1 + 1 written per element. Run on each linear
+// layer's input the layer before it left in bf16, and backward on each output gradient; a
+// tensor a fused kernel already wrote in FP8 (the norm before QKV and fc1, the activation before
+// fc2) needs the transpose alone (fp8_transpose: 1 read, 1 written).
+Kernel fp8_cast_transpose(const char* name, double tokens, double width) { return memory_kernel(name, tokens * width * 4); }
+Kernel fp8_transpose(const char* name, double tokens, double width) { return memory_kernel(name, tokens * width * 2); }
 
 // Reads and writes of elementwise work over tokens × width elements.
 Kernel elementwise(const char* name, double tokens, double width, double tensors_touched, double e)
@@ -75,25 +98,32 @@ void attention_core(const Scenario& s, const Shape& x, bool backward, std::vecto
   double seq        = double(s.model.seq_length) / (s.parallelism.context / ulysses);
   if (s.training.attention == "flash") {
     out.push_back(attention_kernel(backward ? "flash_attention_bwd" : "flash_attention_fwd", bh, seq, x.head_dim,
-                                   true, backward, x.e));
+                                   true, backward, x.a));
     out.back().implementation = s.training.attention_kernel;
     return;
   }
   // Unfused attention materialises the seq × seq scores: two batched GEMMs around a fused
   // scale-mask-softmax and a dropout, all over bh·seq² elements.
   double scores = bh * seq * seq;
+  // Unfused attention runs outside Transformer Engine's FP8 GEMMs: bf16 in an fp8 run.
+  auto bmm = [&](const char* name, double m, double n, double k) {
+    Kernel g = gemm(name, m, n, k, x.a, bh);
+    if (x.fp8)
+      g.precision = "bf16";
+    return g;
+  };
   if (!backward) {
-    out.push_back(gemm("attention_scores", seq, seq, x.head_dim, x.e, bh));
-    out.push_back(memory_kernel("scale_mask_softmax", scores * 2 * x.e));
-    out.push_back(memory_kernel("attention_dropout", scores * (2 * x.e + 1)));
-    out.push_back(gemm("attention_values", seq, x.head_dim, seq, x.e, bh));
+    out.push_back(bmm("attention_scores", seq, seq, x.head_dim));
+    out.push_back(memory_kernel("scale_mask_softmax", scores * 2 * x.a));
+    out.push_back(memory_kernel("attention_dropout", scores * (2 * x.a + 1)));
+    out.push_back(bmm("attention_values", seq, x.head_dim, seq));
   } else {
-    out.push_back(gemm("attention_values_dgrad", seq, seq, x.head_dim, x.e, bh));
-    out.push_back(gemm("attention_values_wgrad", seq, x.head_dim, seq, x.e, bh));
-    out.push_back(memory_kernel("attention_dropout_bwd", scores * (2 * x.e + 1)));
-    out.push_back(memory_kernel("scale_mask_softmax_bwd", scores * 3 * x.e));
-    out.push_back(gemm("attention_scores_dgrad_q", seq, x.head_dim, seq, x.e, bh));
-    out.push_back(gemm("attention_scores_dgrad_k", seq, x.head_dim, seq, x.e, bh));
+    out.push_back(bmm("attention_values_dgrad", seq, seq, x.head_dim));
+    out.push_back(bmm("attention_values_wgrad", seq, x.head_dim, seq));
+    out.push_back(memory_kernel("attention_dropout_bwd", scores * (2 * x.a + 1)));
+    out.push_back(memory_kernel("scale_mask_softmax_bwd", scores * 3 * x.a));
+    out.push_back(bmm("attention_scores_dgrad_q", seq, x.head_dim, seq));
+    out.push_back(bmm("attention_scores_dgrad_k", seq, x.head_dim, seq));
   }
 }
 
@@ -166,7 +196,7 @@ double model_parameters(const ModelSpec& m)
 double activation_bytes(const Scenario& s)
 {
   return double(s.training.micro_batch_size) * s.model.seq_length / s.parallelism.context * s.model.hidden_size *
-         element_bytes(s.training.precision);
+         stored_element_bytes(s.training.precision);
 }
 
 TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& works)
@@ -197,42 +227,45 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // and the norms in fp32 (r bytes), a cast before every linear layer a norm feeds, casts of the
   // weights down in forward and of their gradients up in backward, biases' gradients reduced on
   // their own, and the copies around the attention core. Otherwise the fused kernels of
-  // Megatron-style frameworks, everything in the training precision.
+  // Megatron-style frameworks, everything in the training precision (an fp8 run's GEMMs in FP8,
+  // the rest in bf16, with Transformer Engine's casts: stored_element_bytes).
   const bool autocast = runs_under_autocast(s);
-  const double r      = autocast ? 4 : x.e;
+  const double r      = autocast ? 4 : x.a;
   const bool biases   = s.model.norm == "layernorm"; // GPT's linear layers have biases, Llama's none
   const double attn_weights = (x.h * (qkv_n + x.h / x.t)) + (biases ? qkv_n + x.h / x.t : 0);
   const double mlp_weights  = (x.h * (mlp_n + x.ffn / x.t)) + (biases ? mlp_n + x.h : 0);
 
   // A norm, and under autocast the cast of its fp32 output down for the linear layer after it.
+  // Under FP8 the norm writes its output in FP8 for the linear layer it feeds (Transformer
+  // Engine's LayerNormLinear and LayerNormMLP: layernorm_fwd_fp8 / rmsnorm_fwd_fp8).
   auto norm = [&](const char* name, const char* cast) {
-    std::vector<Kernel> out = {elementwise(name, nt, x.h, 2, r)};
+    std::vector<Kernel> out = {x.fp8 ? memory_kernel(name, nt * x.h * (x.a + 1)) : elementwise(name, nt, x.h, 2, r)};
     if (autocast)
-      out.push_back(elementwise(cast, nt, x.h, 1, r + x.e));
+      out.push_back(elementwise(cast, nt, x.h, 1, r + x.a));
     return out;
   };
   // The residual add: under autocast the fp32 stream and the block's 16-bit output read, fp32 written.
   auto residual_add = [&] {
-    return autocast ? memory_kernel(residual, nt * x.h * (2 * r + x.e + (dropout ? x.e + 1 : 0)))
-                    : elementwise(residual, nt, x.h, residual_rw, x.e);
+    return autocast ? memory_kernel(residual, nt * x.h * (2 * r + x.a + (dropout ? x.a + 1 : 0)))
+                    : elementwise(residual, nt, x.h, residual_rw, x.a);
   };
   // Backward of a norm and of the residual add around it. Under autocast: the fp32 gradient cast
   // down into the block, the cast before the linear layer undone (16-bit gradient to fp32), the
   // norm's backward in fp32 and its gradient added to the residual's.
   auto residual_backward = [&] {
-    return autocast ? elementwise(residual_bwd, nt, x.h, 1, r + x.e) : elementwise(residual_bwd, nt, x.h, residual_rw, x.e);
+    return autocast ? elementwise(residual_bwd, nt, x.h, 1, r + x.a) : elementwise(residual_bwd, nt, x.h, residual_rw, x.a);
   };
   auto norm_backward = [&](const char* name, const char* cast, const char* add) {
     std::vector<Kernel> out;
     if (autocast)
-      out.push_back(elementwise(cast, nt, x.h, 1, x.e + r));
+      out.push_back(elementwise(cast, nt, x.h, 1, x.a + r));
     out.push_back(elementwise(name, nt, x.h, 4, r));
     if (autocast)
       out.push_back(elementwise(add, nt, x.h, 3, r));
     return out;
   };
   auto weight_cast = [&](const char* name, double weights) {
-    return memory_kernel(name, weights * (4 + x.e)); // fp32 read, 16-bit written (or back)
+    return memory_kernel(name, weights * (4 + x.a)); // fp32 read, 16-bit written (or back)
   };
 
   // The attention block in three parts: before its core, the core, after it. Context parallelism
@@ -245,7 +278,9 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   attention_core(s, x, false, attn_f_core);
   std::vector<Kernel> attn_f_post;
   if (autocast) // (batch, heads, sequence, head_dim) to (batch, sequence, hidden)
-    attn_f_post.push_back(elementwise("attention_output_copy", x.tokens, x.h / x.t, 2, x.e));
+    attn_f_post.push_back(elementwise("attention_output_copy", x.tokens, x.h / x.t, 2, x.a));
+  if (x.fp8) // the bf16 attention output into the projection (te.Linear)
+    attn_f_post.push_back(fp8_cast_transpose("attention_out_fp8_cast", x.tokens, x.h / x.t));
   attn_f_post.push_back(fwd("attention_out", x, x.h, x.h / x.t));
   attn_f_post.push_back(residual_add());
   const std::vector<Kernel> attn_f = joined(joined(attn_f_pre, attn_f_core), attn_f_post);
@@ -253,35 +288,63 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   std::vector<Kernel> mlp_f = norm("post_attention_norm", "post_attention_norm_cast");
   if (autocast)
     mlp_f.insert(mlp_f.begin(), weight_cast("mlp_weight_cast", mlp_weights));
+  // The activation function reads fc1's bf16 output; under FP8 it writes fc2's input in FP8
+  // (LayerNormMLP: the activation kernel takes fc2's input scale).
+  const char* activation = s.model.mlp == "swiglu" ? "swiglu" : "gelu";
   mlp_f.insert(mlp_f.end(), {fwd("fc1", x, mlp_n, x.h),
-                             elementwise(s.model.mlp == "swiglu" ? "swiglu" : "gelu", x.tokens, x.ffn / x.t, act, x.e),
+                             x.fp8 ? memory_kernel(activation, x.tokens * x.ffn / x.t * ((act - 1) * x.a + 1))
+                                   : elementwise(activation, x.tokens, x.ffn / x.t, act, x.a),
                              fwd("fc2", x, x.h, x.ffn / x.t), residual_add()});
 
-  std::vector<Kernel> attn_bi_post = {residual_backward(), dgrad("attention_out_dgrad", x, x.h, x.h / x.t)};
+  // Under FP8 each output gradient is cast (and transposed, for the weight gradient) before the
+  // dgrad: grad_output_preprocess in transformer_engine/pytorch/module/base.py, on the sequence
+  // shard before a sequence-parallel all-gather. fc1's is fused into the activation's backward
+  // (fp8_cast_transpose_bgrad_dgelu_fused), whose FP8 output and transpose are the bytes of its
+  // bf16 one.
+  std::vector<Kernel> attn_bi_post = {residual_backward()};
+  if (x.fp8)
+    attn_bi_post.push_back(fp8_cast_transpose("attention_out_grad_fp8_cast", nt, x.h));
+  attn_bi_post.push_back(dgrad("attention_out_dgrad", x, x.h, x.h / x.t));
   if (autocast)
-    attn_bi_post.push_back(elementwise("attention_output_copy_bwd", x.tokens, x.h / x.t, 2, x.e));
+    attn_bi_post.push_back(elementwise("attention_output_copy_bwd", x.tokens, x.h / x.t, 2, x.a));
   std::vector<Kernel> attn_bi_core;
   if (s.training.recompute == "selective") // the attention core is recomputed inside backward
     attention_core(s, x, false, attn_bi_core);
   attention_core(s, x, true, attn_bi_core);
   std::vector<Kernel> attn_bi_pre;
   if (autocast) // the query, key and value gradients copied into the projection's output gradient
-    attn_bi_pre.push_back(elementwise("qkv_grad_copy", x.tokens, qkv_n, 2, x.e));
+    attn_bi_pre.push_back(elementwise("qkv_grad_copy", x.tokens, qkv_n, 2, x.a));
+  if (x.fp8)
+    attn_bi_pre.push_back(fp8_cast_transpose("qkv_grad_fp8_cast", x.tokens, qkv_n));
   attn_bi_pre.push_back(dgrad("qkv_dgrad", x, qkv_n, x.h));
   attn_bi_pre = joined(attn_bi_pre, norm_backward("input_norm_bwd", "input_norm_cast_bwd", "input_residual_grad_add"));
   const std::vector<Kernel> attn_bi = joined(joined(attn_bi_post, attn_bi_core), attn_bi_pre);
-  std::vector<Kernel> attn_bw = {wgrad("attention_out_wgrad", x, x.h, x.h / x.t), wgrad("qkv_wgrad", x, qkv_n, x.h)};
+  // The weight gradients read the FP8 inputs transposed: the projection's was cast and transposed
+  // in forward; QKV's and fc1's (the norm's FP8 output, gathered under sequence parallelism) and
+  // fc2's (the activation's) are transposed here (fp8_transpose).
+  std::vector<Kernel> attn_bw;
+  if (x.fp8)
+    attn_bw.push_back(fp8_transpose("qkv_input_fp8_transpose", x.tokens, x.h));
+  attn_bw.insert(attn_bw.end(), {wgrad("attention_out_wgrad", x, x.h, x.h / x.t), wgrad("qkv_wgrad", x, qkv_n, x.h)});
 
-  std::vector<Kernel> mlp_bi = {residual_backward(), dgrad("fc2_dgrad", x, x.h, x.ffn / x.t),
-                                elementwise("activation_bwd", x.tokens, x.ffn / x.t, act + 1, x.e),
-                                dgrad("fc1_dgrad", x, mlp_n, x.h)};
+  std::vector<Kernel> mlp_bi = {residual_backward()};
+  if (x.fp8)
+    mlp_bi.push_back(fp8_cast_transpose("fc2_grad_fp8_cast", nt, x.h));
+  mlp_bi.insert(mlp_bi.end(), {dgrad("fc2_dgrad", x, x.h, x.ffn / x.t),
+                               elementwise("activation_bwd", x.tokens, x.ffn / x.t, act + 1, x.a),
+                               dgrad("fc1_dgrad", x, mlp_n, x.h)});
   mlp_bi = joined(mlp_bi, norm_backward("post_attention_norm_bwd", "post_attention_norm_cast_bwd",
                                         "post_attention_residual_grad_add"));
-  std::vector<Kernel> mlp_bw = {wgrad("fc2_wgrad", x, x.h, x.ffn / x.t), wgrad("fc1_wgrad", x, mlp_n, x.h)};
+  std::vector<Kernel> mlp_bw;
+  if (x.fp8) {
+    mlp_bw.push_back(fp8_transpose("fc2_input_fp8_transpose", x.tokens, x.ffn / x.t));
+    mlp_bw.push_back(fp8_transpose("fc1_input_fp8_transpose", x.tokens, x.h));
+  }
+  mlp_bw.insert(mlp_bw.end(), {wgrad("fc2_wgrad", x, x.h, x.ffn / x.t), wgrad("fc1_wgrad", x, mlp_n, x.h)});
   if (autocast) {
     if (biases) { // each bias's gradient: the output gradient summed over the tokens
-      attn_bw.push_back(elementwise("attention_bias_grad", x.tokens, qkv_n + x.h, 1, x.e));
-      mlp_bw.push_back(elementwise("mlp_bias_grad", x.tokens, mlp_n + x.h, 1, x.e));
+      attn_bw.push_back(elementwise("attention_bias_grad", x.tokens, qkv_n + x.h, 1, x.a));
+      mlp_bw.push_back(elementwise("mlp_bias_grad", x.tokens, mlp_n + x.h, 1, x.a));
     }
     attn_bw.push_back(weight_cast("attention_weight_grad_cast", attn_weights));
     mlp_bw.push_back(weight_cast("mlp_weight_grad_cast", mlp_weights));
@@ -317,17 +380,30 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // the cast to fp32 (read e, write 4), the max (read 4), the subtraction, exp and normalisation
   // in place (read and write 4 each) and the sum (read 4); backward, the scaling by the loss
   // gradient in place (read and write 4) and the cast of the gradient back (read 4, write e).
+  // The output layer is Megatron's own ColumnParallelLinear, not a Transformer Engine module
+  // (megatron/core/models/gpt/gpt_model.py, GPTModel.__init__): bf16 GEMMs in an fp8 run, on
+  // the final norm's bf16 output.
   const double logits = x.tokens * (x.vocab / x.t);
-  std::vector<Kernel> head_f = norm("final_norm", "final_norm_cast");
+  auto output_layer   = [&](Kernel g) {
+    if (x.fp8) {
+      g = gemm(g.name, g.m, g.n, g.k, x.a);
+      g.precision = "bf16";
+    }
+    return g;
+  };
+  std::vector<Kernel> head_f =
+      x.fp8 ? std::vector<Kernel>{elementwise("final_norm", nt, x.h, 2, x.a)} : norm("final_norm", "final_norm_cast");
   if (autocast)
     head_f.insert(head_f.begin(), weight_cast("logits_weight_cast", x.vocab / x.t * x.h));
-  head_f.insert(head_f.end(), {fwd("logits", x, x.vocab / x.t, x.h), memory_kernel("cross_entropy", logits * (x.e + 36))});
+  head_f.insert(head_f.end(), {output_layer(fwd("logits", x, x.vocab / x.t, x.h)),
+                               memory_kernel("cross_entropy", logits * (x.a + 36))});
   w.head_forward = add("head_forward", std::move(head_f));
-  std::vector<Kernel> head_b = {memory_kernel("cross_entropy_bwd", logits * (12 + x.e)),
-                                dgrad("logits_dgrad", x, x.vocab / x.t, x.h), wgrad("logits_wgrad", x, x.vocab / x.t, x.h)};
+  std::vector<Kernel> head_b = {memory_kernel("cross_entropy_bwd", logits * (12 + x.a)),
+                                output_layer(dgrad("logits_dgrad", x, x.vocab / x.t, x.h)),
+                                output_layer(wgrad("logits_wgrad", x, x.vocab / x.t, x.h))};
   if (autocast) {
     head_b.push_back(weight_cast("logits_weight_grad_cast", x.vocab / x.t * x.h));
-    head_b.push_back(elementwise("final_norm_cast_bwd", nt, x.h, 1, x.e + r));
+    head_b.push_back(elementwise("final_norm_cast_bwd", nt, x.h, 1, x.a + r));
   }
   head_b.push_back(elementwise("final_norm_bwd", nt, x.h, 4, r));
   w.head_backward = add("head_backward", std::move(head_b));

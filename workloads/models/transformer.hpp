@@ -47,7 +47,12 @@ double activation_bytes(const Scenario& s);
 double layer_activation_bytes(const Scenario& s);
 // What a dense layer's MLP block keeps for backward, bytes (what a MoE layer's experts replace).
 double dense_mlp_activation_bytes(const Scenario& s);
+// Bytes of one GEMM operand at the training precision (1 for fp8).
 double element_bytes(const std::string& precision);
+// Bytes of one element of the tensors a run keeps and sends: weights, the activations between the
+// GEMMs, what pipeline, tensor, context and expert parallelism move. An fp8 run keeps them in bf16
+// and casts only the GEMMs' operands (transformer.cpp); every other precision, its own.
+double stored_element_bytes(const std::string& precision);
 // The run is plain PyTorch under torch.autocast (FrameworkProfile::eager_autocast) in a 16-bit
 // precision, the only ones autocast casts to: its lowering and memory differ from the fused ones.
 bool runs_under_autocast(const Scenario& s);

@@ -31,7 +31,7 @@ DataParallelPlan data_parallel_plan(const Scenario& s, int members)
   plan.scatter_calls_per_rank       = framework.scatter_calls_per_rank;
   // Gradients are reduced as they are accumulated: training.gradient_precision.
   plan.gradient_bytes  = gradient_element_bytes(s.training.precision, s.training.gradient_precision);
-  plan.parameter_bytes = element_bytes(s.training.precision);
+  plan.parameter_bytes = stored_element_bytes(s.training.precision); // an fp8 run gathers bf16 weights
   return plan;
 }
 

@@ -15,7 +15,7 @@ UlyssesExchange ulysses_exchange(const Scenario& s)
   const auto& m         = s.model;
   const double head_dim = double(m.hidden_size) / m.num_attention_heads;
   const double tokens   = double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context;
-  const double e        = element_bytes(s.training.precision);
+  const double e        = stored_element_bytes(s.training.precision);
   const double t        = s.parallelism.tensor;
   u.q_bytes             = tokens * m.num_attention_heads / t * head_dim * e;
   u.kv_bytes            = tokens * m.num_query_groups / t * head_dim * e;

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -65,6 +67,27 @@ void read_nic_kinds(JsonReader kinds, LinkEfficiency& e)
   kinds.reject_unknown_keys();
 }
 
+// link[key] = {"H100-SXM": figure, "H100-SXM_source": "..."}: a figure and its source per
+// catalogue device, each figure read by `read` into `out`.
+void read_by_gpu(JsonReader& link, const char* key, std::map<std::string, double>& out,
+                 const std::function<double(JsonReader&, const std::string&)>& read)
+{
+  const nlohmann::json* by_gpu = link.raw(key);
+  JsonReader gpus              = link.object(key);
+  const auto devices           = device_names();
+  if (by_gpu->is_object())
+    for (const auto& [name, value] : by_gpu->items()) {
+      if (name.size() > 7 && name.ends_with("_source")) {
+        gpus.text(name);
+        continue;
+      }
+      if (std::find(devices.begin(), devices.end(), name) == devices.end())
+        gpus.problems().add(gpus.path_of(name), "expected a device of configs/devices/ (H100-SXM, B200, ...)");
+      out[name] = read(gpus, name);
+    }
+  gpus.reject_unknown_keys();
+}
+
 } // namespace
 
 LinkEfficiency load_link_efficiency()
@@ -96,46 +119,21 @@ LinkEfficiency load_link_efficiency()
         problems.add(link.path_of("host_staged"), "expected a fraction above 0 and no larger than 1");
       link.text("host_staged_source");
     }
-    if (nvswitch && link.has("step_latency_by_gpu")) {
-      // {"H100-SXM": "0us", "H100-SXM_source": "..."}: a figure and its source per device.
-      const nlohmann::json* by_gpu = link.raw("step_latency_by_gpu");
-      JsonReader gpus              = link.object("step_latency_by_gpu");
-      if (by_gpu->is_object())
-        for (const auto& [name, value] : by_gpu->items()) {
-          if (name.size() > 7 && name.ends_with("_source")) {
-            gpus.text(name);
-            continue;
-          }
-          const auto devices = device_names();
-          if (std::find(devices.begin(), devices.end(), name) == devices.end())
-            problems.add(gpus.path_of(name), "expected a device of configs/devices/ (H100-SXM, ...)");
-          const double s = gpus.time(name);
-          if (s > 1e-3)
-            problems.add(gpus.path_of(name), "expected a per-step latency below 1 ms");
-          e.nvswitch_step_by_gpu_s[name] = s;
-        }
-      gpus.reject_unknown_keys();
-    }
-    if (nvswitch && link.has("in_switch_reduction_by_gpu")) {
-      // {"B200": "463GBps", "B200_source": "..."}: a figure and its source per device.
-      const nlohmann::json* by_gpu = link.raw("in_switch_reduction_by_gpu");
-      JsonReader gpus              = link.object("in_switch_reduction_by_gpu");
-      if (by_gpu->is_object())
-        for (const auto& [name, value] : by_gpu->items()) {
-          if (name.size() > 7 && name.ends_with("_source")) {
-            gpus.text(name);
-            continue;
-          }
-          const auto devices = device_names();
-          if (std::find(devices.begin(), devices.end(), name) == devices.end())
-            problems.add(gpus.path_of(name), "expected a device of configs/devices/ (B200, ...)");
-          const double bps = gpus.bandwidth(name, 0.0);
-          if (!(bps > 0))
-            problems.add(gpus.path_of(name), "expected a positive bandwidth such as 463GBps");
-          e.nvls_reduction_by_gpu_Bps[name] = bps;
-        }
-      gpus.reject_unknown_keys();
-    }
+    if (nvswitch && link.has("step_latency_by_gpu"))
+      read_by_gpu(link, "step_latency_by_gpu", e.nvswitch_step_by_gpu_s, [&](JsonReader& gpus, const std::string& name) {
+        const double s = gpus.time(name);
+        if (s > 1e-3)
+          problems.add(gpus.path_of(name), "expected a per-step latency below 1 ms");
+        return s;
+      });
+    if (nvswitch && link.has("in_switch_reduction_by_gpu"))
+      read_by_gpu(link, "in_switch_reduction_by_gpu", e.nvls_reduction_by_gpu_Bps,
+                  [&](JsonReader& gpus, const std::string& name) {
+                    const double bps = gpus.bandwidth(name, 0.0);
+                    if (!(bps > 0))
+                      problems.add(gpus.path_of(name), "expected a positive bandwidth such as 463GBps");
+                    return bps;
+                  });
     if (nvswitch && link.has("in_switch_reduction")) {
       e.nvls_reduction_Bps = link.bandwidth("in_switch_reduction", 0.0);
       if (!(e.nvls_reduction_Bps > 0))

@@ -70,6 +70,19 @@ TEST_CASE("HuggingFace import of a GPT-2 config takes its residual dropout")
   CHECK_THROWS_WITH(gpt2({{"resid_pdrop", 1.5}}), Catch::Contains("resid_pdrop"));
 }
 
+namespace {
+// The works of the scenario's lowering by name; the lowering is kept in `kept`, which the map
+// points into.
+std::map<std::string, const Work*> works_by_name(const nlohmann::json& doc, std::list<Workload>& kept)
+{
+  std::map<std::string, const Work*> by_name;
+  kept.push_back(lower(scenario_from_json(doc)));
+  for (const Work& w : kept.back().works)
+    by_name.emplace(w.name, &w);
+  return by_name;
+}
+} // namespace
+
 TEST_CASE("pytorch-autocast adds autocast's casts and fp32 norms as bytes, never FLOPs, and nothing to an fp32 run")
 {
   // FrameworkProfile::eager_autocast (workloads/frameworks/pytorch_autocast.cpp): the same GEMMs and
@@ -85,11 +98,7 @@ TEST_CASE("pytorch-autocast adds autocast's casts and fp32 norms as bytes, never
   auto works = [&](const std::string& framework, const std::string& precision) {
     doc["training"]["framework"] = framework;
     doc["training"]["precision"] = precision;
-    std::map<std::string, const Work*> by_name;
-    kept.push_back(lower(scenario_from_json(doc)));
-    for (const Work& w : kept.back().works)
-      by_name.emplace(w.name, &w);
-    return by_name;
+    return works_by_name(doc, kept);
   };
   auto bytes = [](const Work& w, const std::string& kernel = "") {
     double sum = 0;
@@ -138,11 +147,7 @@ TEST_CASE("An fp8 run casts the linear layers' operands as Transformer Engine do
   std::list<Workload> kept;
   auto works = [&](const std::string& precision) {
     doc["training"]["precision"] = precision;
-    std::map<std::string, const Work*> by_name;
-    kept.push_back(lower(scenario_from_json(doc)));
-    for (const Work& w : kept.back().works)
-      by_name.emplace(w.name, &w);
-    return by_name;
+    return works_by_name(doc, kept);
   };
   auto find = [](const Work& w, const std::string& name) -> const Kernel* {
     for (const Kernel& k : w.kernels)

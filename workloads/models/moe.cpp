@@ -111,6 +111,8 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
   const auto& m        = s.model;
   const double e       = element_bytes(s.training.precision);        // the GEMMs' operands
   const double a       = stored_element_bytes(s.training.precision); // every other tensor
+  // (An fp8 run's expert GEMMs take FP8 operands; the casts of their inputs and output gradients,
+  // which the dense layers count (transformer.cpp), are not counted here.)
   const double t       = s.parallelism.tensor;
   const double h       = m.hidden_size;
   const double experts = m.num_experts;

@@ -159,6 +159,7 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
   c.attention_half_head_dim  = r.number("attention_half_head_dim", c.attention_half_head_dim, 0);
   c.memory_efficiency    = r.number("memory_efficiency", c.memory_efficiency, 0, true);
   c.kernel_overhead_s    = r.time("kernel_overhead", c.kernel_overhead_s);
+  c.host_launch_s        = r.time("host_launch_overhead", c.host_launch_s);
   if (r.has("gemm_efficiency_by_dtype")) {
     JsonReader by_dtype = r.object("gemm_efficiency_by_dtype");
     for (const char* p : {"fp32", "tf32", "fp16", "bf16", "fp8"})

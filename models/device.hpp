@@ -25,6 +25,13 @@ struct DeviceCalibration {
   double memory_efficiency = 0.8;
   // Time a kernel costs beyond its work (launch and tail), seconds.
   double kernel_overhead_s = 4e-6;
+  // Host (CPU) time the framework spends on each kernel it issues: its Python module code, the
+  // PyTorch dispatcher and the launch call. The host issues a rank's kernels one after another
+  // and runs ahead of the GPU, so this costs time only where the kernels are issued more slowly
+  // than they run (small layers). Per framework and device: a framework's calibration file
+  // (configs/calibration/DEVICE.FRAMEWORK.json) or simulation.host_launch_overhead; 0 (every
+  // shipped device): the host always keeps ahead.
+  double host_launch_s = 0;
   // gemm_efficiency at one precision where it differs from the common figure (a measured
   // calibration fits one per dtype: fp32 on CUDA cores is not tf32 or fp8 on tensor cores).
   std::map<std::string, double> gemm_efficiency_by_dtype;

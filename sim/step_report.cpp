@@ -55,6 +55,7 @@ Report step_report(const Scenario& s, const JobPlan& job, const Workload& worklo
     st.compute_s       = m.compute_s;
     st.comm_s          = m.comm_s;
     st.exposed_comm_s  = m.exposed_comm_s;
+    st.host_wait_s     = m.host_wait_s;
     st.bubble_s        = std::max(0.0, r.step_time_s - m.busy_s);
     st.bubble_fraction = st.bubble_s / r.step_time_s;
   }
@@ -84,7 +85,9 @@ Report step_report(const Scenario& s, const JobPlan& job, const Workload& worklo
   for (size_t rank = 0; rank < job.placement.group_of_rank.size(); ++rank) {
     const StageReport& st = r.stages[static_cast<size_t>(job.placement.stage_of_rank[rank])];
     const Device& device  = job.device_of_rank(static_cast<int>(rank));
-    r.energy_j_per_step += st.compute_s * device.tdp_w + (r.step_time_s - st.compute_s) * device.idle_w;
+    // The GPU waiting for its host idles.
+    const double working = st.compute_s - st.host_wait_s;
+    r.energy_j_per_step += working * device.tdp_w + (r.step_time_s - working) * device.idle_w;
   }
   const double tokens   = r.tokens_per_s * r.step_time_s; // none for a CNN, which has images
   r.energy_j_per_token  = tokens > 0 ? r.energy_j_per_step / tokens : 0;

@@ -62,6 +62,8 @@ std::vector<Device> group_devices(const Scenario& s)
       ++same;
     devices.push_back(same < g ? devices[same]
                                : load_device(name, s.training.framework, fmt::format("platform.node_groups[{}].gpu", g)));
+    if (s.simulation.host_launch_overhead_s >= 0)
+      devices.back().calibration.host_launch_s = s.simulation.host_launch_overhead_s;
   }
   return devices;
 }

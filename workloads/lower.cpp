@@ -51,6 +51,7 @@ public:
         accumulation_bytes_per_parameter_ = bytes;
     w_.world_size = layout_.world_size();
     w_.stages     = p_;
+    w_.pipeline_transfers_sync_host = framework_.pipeline_transfer_synchronizes_host;
     // The model's kind plans its blocks and adds their works (workloads/models/model_kind.hpp).
     ModelPlan plan = model_kind(s.model).plan(s, w_.works);
     plan_          = std::move(plan.stages);

@@ -20,13 +20,30 @@ double work_seconds(const Work& work, const Device& device, const ComputeModel& 
   return seconds;
 }
 
+// The host issues each launch of the work's GPU kernels; work on the CPU issues none.
+double host_seconds(const Work& work, const Device& device)
+{
+  if (work.host_memory_Bps > 0 || device.calibration.host_launch_s <= 0)
+    return 0;
+  double launches = 0;
+  for (const auto& k : work.kernels)
+    launches += k.launches;
+  return launches * device.calibration.host_launch_s;
+}
+
+void time_work(Work& work, const Device& device, const ComputeModel& model, const std::string& precision)
+{
+  work.seconds      = work_seconds(work, device, model, precision);
+  work.host_seconds = host_seconds(work, device);
+}
+
 } // namespace
 
 void assign_work_seconds(Workload& workload, const Device& device, const ComputeModel& model,
                          const std::string& precision)
 {
   for (auto& work : workload.works)
-    work.seconds = work_seconds(work, device, model, precision);
+    time_work(work, device, model, precision);
 }
 
 void assign_work_seconds(Workload& workload, const std::vector<const Device*>& device_of_program,
@@ -45,8 +62,8 @@ void assign_work_seconds(Workload& workload, const std::vector<const Device*>& d
     auto [it, added] = copies.emplace(device->name, workload.works.size());
     if (added)
       for (size_t w = 0; w < shared; ++w) {
-        Work copy    = workload.works[w];
-        copy.seconds = work_seconds(copy, *device, model, precision);
+        Work copy = workload.works[w];
+        time_work(copy, *device, model, precision);
         workload.works.push_back(std::move(copy));
       }
     auto& graph = workload.ranks[i].graph;

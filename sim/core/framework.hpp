@@ -33,6 +33,11 @@ struct FrameworkProfile {
   // The pipeline send is a blocking call: the compute that follows it on the sending rank waits
   // until the transfer has finished (false: sends run on their own streams beside compute).
   bool pipeline_send_blocks_compute = false;
+  // After each pipeline send or receive the host waits until the GPU has finished everything it
+  // was given (torch.cuda.synchronize after batch_isend_irecv), so the kernels after it are issued
+  // only from then on: what the host ran ahead is lost. Matters only where issuing the kernels
+  // takes time (the device calibration's host_launch_s).
+  bool pipeline_transfer_synchronizes_host = false;
   // After every micro-batch's backward, a bandwidth-bound pass over the stage's parameters that
   // adds the micro-batch's gradients into the accumulated ones, in bytes moved per parameter, by
   // training precision ("bf16", "fp16", ...); a precision not listed has no such pass (its

@@ -21,6 +21,9 @@ struct StageReport {
   double compute_s = 0;    // union of compute-stream intervals
   double comm_s    = 0;    // union of communication-stream intervals
   double exposed_comm_s = 0;
+  // Of compute_s, the time the GPU waited for the host to issue its kernels (the device
+  // calibration's host_launch_overhead, sim/engine/compute.cpp); 0 where the host keeps ahead.
+  double host_wait_s = 0;
   double bubble_s  = 0;    // neither computing nor communicating
   double bubble_fraction = 0;
   double textbook_bubble_fraction = 0;

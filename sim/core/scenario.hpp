@@ -341,6 +341,10 @@ struct SimulationSpec {
   // Compute slows by the device's calibration.comm_compute_interference while a collective runs
   // beside it on a communication stream (on by default); false turns the effect off.
   bool comm_compute_interference = true;
+  // simulation.host_launch_overhead: the host (CPU) time the framework spends on each kernel it
+  // launches, seconds, in place of the device calibration's host_launch_overhead; -1: the
+  // calibration's. The replay lets no kernel end before the host has issued it.
+  double host_launch_overhead_s = -1;
   // A cluster's own network calibration (`stepsim calibrate network -o FILE`), laid over
   // configs/calibration/links.json for this scenario's runs only; the path as resolved against
   // the scenario file's folder, "" for none.

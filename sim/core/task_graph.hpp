@@ -101,6 +101,9 @@ struct Work {
   std::string name;
   std::vector<Kernel> kernels;
   double seconds = 0; // filled by the cost model
+  // Host (CPU) time to issue the work's kernels (the device calibration's host_launch_s per
+  // launch), filled with `seconds`; the replay lets no kernel finish before the host issued it.
+  double host_seconds = 0;
   // > 0: the work runs on the node's CPU, bandwidth-bound at this many bytes per second (its
   // kernels are memory kernels); cost models time it from this, not from the GPU.
   double host_memory_Bps = 0;
@@ -155,6 +158,9 @@ struct Workload {
   // end of its own (RankProgram::step_ends). Flushing schedules lower one step.
   int steps         = 1;
   int measured_step = 0;
+  // The host waits for the GPU after each pipeline send or receive
+  // (FrameworkProfile::pipeline_transfer_synchronizes_host).
+  bool pipeline_transfers_sync_host = false;
   // Reduced fidelity: for each transfer of a simulated rank, keyed by (source, destination), the
   // same transfer between the ranks that the two stand for (their images under the plan's
   // symmetry), without those replayed anyway (an end that is simulated). A host copy is keyed

@@ -16,6 +16,8 @@ Compute::Compute(const Workload& w, const ReplayOptions& options, const Parts& p
   interfering_.resize(w_.ranks.size());
   interferes_.assign(w_.ranks.size(), 0);
   exposed_chains_.resize(w_.ranks.size());
+  host_clock_.assign(w_.ranks.size(), 0.0);
+  host_waits_.resize(w_.ranks.size());
   for (size_t i = 0; i < w_.ranks.size(); ++i) {
     const double f = w_.ranks[i].comm_compute_interference;
     if (!(f > 0))
@@ -81,6 +83,7 @@ void Compute::start_chain(const TaskRef& t, double first_seconds)
   chain.seconds.resize(last - chain.first + 1);
   for (TaskId v = chain.first + 1; v <= chain.last; ++v)
     parts_.scheduler.claim({t.rank_index, v});
+  wait_for_host(chain);
 
   double total = 0;
   for (double s : chain.seconds)
@@ -114,6 +117,40 @@ void Compute::start_chain(const TaskRef& t, double first_seconds)
   c.launched_s = total;
   c.slot       = parts_.activities.delay(total / rate, ChainDelay{id});
   exposed_chains_[static_cast<size_t>(t.rank_index)].push_back(id);
+}
+
+// The host issues the rank's kernels in program order, each launch costing it the work's
+// host_seconds, and runs ahead of the GPU: a kernel cannot end before the host has issued it.
+// The chain's compute tasks are stretched to that end where the host is behind; the stretch is
+// the time the GPU waited for the host. (Interference then slows the stretch with the kernels,
+// although the GPU idles through it: a chain is one delay at one rate.)
+void Compute::wait_for_host(Chain& chain)
+{
+  const auto& g = w_.ranks[static_cast<size_t>(chain.rank_index)].graph;
+  double& clock = host_clock_[static_cast<size_t>(chain.rank_index)];
+  double at     = chain.start;
+  for (TaskId v = chain.first; v <= chain.last; ++v) {
+    double& seconds = chain.seconds[v - chain.first];
+    const Task& task = g[v];
+    if (task.kind == TaskKind::Compute && task.work >= 0) {
+      const double host = w_.works[static_cast<size_t>(task.work)].host_seconds;
+      if (host > 0) {
+        // The host starts on this task's launches once it has issued the previous ones.
+        clock           += host;
+        if (clock > at + seconds) {
+          host_waits_[static_cast<size_t>(chain.rank_index)].emplace_back(v, clock - (at + seconds));
+          seconds = clock - at;
+        }
+      }
+    }
+    at += seconds;
+  }
+}
+
+void Compute::host_synchronized(int rank_index)
+{
+  double& clock = host_clock_[static_cast<size_t>(rank_index)];
+  clock         = std::max(clock, now());
 }
 
 int Compute::allocate_chain()
@@ -195,6 +232,13 @@ void Compute::began(const TaskRef& t)
 
 void Compute::ended(const TaskRef& t)
 {
+  if (w_.pipeline_transfers_sync_host) {
+    const Task& task = parts_.scheduler.task_of(t);
+    if ((task.kind == TaskKind::Send || task.kind == TaskKind::Recv) &&
+        (task.stream == Stream::SendNext || task.stream == Stream::SendPrev || task.stream == Stream::RecvPrev ||
+         task.stream == Stream::RecvNext))
+      host_synchronized(t.rank_index);
+  }
   // Every task ends here: the count of the rank's collectives in flight answers for most.
   if (collectives_in_flight_[t.rank_index] == 0)
     return;

@@ -43,6 +43,15 @@ public:
   void began(const TaskRef& t) override;
   void ended(const TaskRef& t) override;
 
+  // The rank's host has waited for its GPU (a torch.cuda.synchronize): it issues the kernels
+  // after this from now on, whatever it had run ahead.
+  void host_synchronized(int rank_index);
+  // The rank's compute tasks that waited for its host to issue their kernels, and how long.
+  std::vector<std::pair<TaskId, double>> take_host_waits(int rank_index)
+  {
+    return std::move(host_waits_[static_cast<size_t>(rank_index)]);
+  }
+
 private:
   struct Chain {
     int rank_index = 0;
@@ -58,6 +67,8 @@ private:
     double launched_s = 0; // the work (seconds at full speed) its current delay was launched with
   };
 
+  // Stretches the chain's compute tasks to when the rank's host has issued their kernels.
+  void wait_for_host(Chain& chain);
   // Stragglers' slowdown and jitter of a compute task.
   double compute_factor(const TaskRef& t) const;
   int allocate_chain(); // a free slot (its vectors cleared by the caller)
@@ -74,6 +85,10 @@ private:
   std::vector<std::vector<TaskId>> interfering_;
   std::vector<char> interferes_; // per simulated rank: its device has an interference factor
   std::vector<std::vector<int>> exposed_chains_; // per simulated rank: its running compute chains, with interference
+  // Per simulated rank: when its host will have issued the compute it was given so far, and the
+  // tasks whose kernels waited for it.
+  std::vector<double> host_clock_;
+  std::vector<std::vector<std::pair<TaskId, double>>> host_waits_;
 };
 
 } // namespace stepsim::engine

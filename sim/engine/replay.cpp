@@ -80,6 +80,8 @@ public:
     if (scheduler_.remaining() > 0)
       throw Deadlock(scheduler_.deadlock_message());
     result.ranks = scheduler_.take_timelines();
+    for (size_t i = 0; i < result.ranks.size(); ++i)
+      result.ranks[i].host_waits = compute_.take_host_waits(static_cast<int>(i));
     // The last task's end: shadows that no task waits for may still be moving after it.
     for (const auto& rank : result.ranks)
       for (const auto& t : rank.tasks)

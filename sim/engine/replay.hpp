@@ -37,6 +37,9 @@ struct RankTimeline {
   int rank  = 0;
   int stage = 0;
   std::vector<TaskTiming> tasks; // indexed like the rank's TaskGraph vertices
+  // The compute tasks that waited for the host to issue their kernels (Work::host_seconds): the
+  // task and how long its kernels waited, seconds (sim/engine/compute.cpp).
+  std::vector<std::pair<TaskId, double>> host_waits;
 };
 
 // How the replay times the network and what it records beyond the timelines.

@@ -167,6 +167,15 @@ void read_simulation(JsonReader r, SimulationSpec& s, const std::string& base_di
   s.compute_model        = r.text("compute_model", std::string("kernel"));
   s.allow_oom            = r.boolean("allow_oom", false);
   s.network_fidelity     = r.text("network_fidelity", std::string("flow"), {"flow", "analytic"});
+  // The host's time per kernel launch, in place of the device calibration's (a profile of one's
+  // own job: the CPU time between launches); absent, the calibration's (0 unless fitted).
+  if (r.has("host_launch_overhead")) {
+    s.host_launch_overhead_s = r.time("host_launch_overhead");
+    if (s.host_launch_overhead_s >= 1e-2)
+      r.problems().add(r.path_of("host_launch_overhead"),
+                       fmt::format("expected a host time per kernel launch below 10 ms, got {:g} s",
+                                   s.host_launch_overhead_s));
+  }
   // A file of `stepsim calibrate network`, relative to the scenario's folder; read and checked by
   // validate() (sim/validate.cpp), applied by simulate() (models/link_calibration.hpp).
   if (r.has("network_calibration")) {

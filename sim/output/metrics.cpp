@@ -85,6 +85,12 @@ RankMetrics rank_metrics(const RankProgram& program, const RankTimeline& timelin
   m.comm_s         = length(comm_union);
   m.exposed_comm_s = uncovered_merged(comm_union, compute_union);
   m.busy_s         = m.compute_s + m.exposed_comm_s;
+  // A task's wait for the host counts in the window where the task ends.
+  for (const auto& [v, wait] : timeline.host_waits) {
+    const TaskTiming& t = timeline.tasks[v];
+    if (t.end > window.start && t.end <= window.end)
+      m.host_wait_s += std::min(wait, t.end - t.start);
+  }
   return m;
 }
 

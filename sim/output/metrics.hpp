@@ -20,6 +20,8 @@ double uncovered_length(std::vector<Interval> a, std::vector<Interval> b);
 
 struct RankMetrics {
   double compute_s = 0, comm_s = 0, exposed_comm_s = 0, busy_s = 0;
+  // Of compute_s, the time its kernels waited for the host to issue them (RankTimeline::host_waits).
+  double host_wait_s = 0;
 };
 
 RankMetrics rank_metrics(const RankProgram& program, const RankTimeline& timeline);

@@ -15,6 +15,7 @@ const bool registered = FrameworkRegistry::add(
         .bucket_parameters = 40e6,
         .bucket_parameters_per_rank = 1e6,
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        .pipeline_transfer_synchronizes_host = true,
         // Megatron's bf16 runs accumulate and reduce fp32 gradients (main_grad buffers).
         .fp32_gradients_for = {"bf16"},
         // --tp-comm-overlap, as Megatron-Core's published runs set it (the README's benchmark table
@@ -24,7 +25,11 @@ const bool registered = FrameworkRegistry::add(
         .tensor_overlap_reduce_chunks = 4,
         .attention_kernel = "cudnn",
         .tensor_backward_overlap = true,
-        .sources = {"tensor_backward_overlap: megatron/core/tensor_parallel/layers.py "
+        .sources = {"pipeline_transfer_synchronizes_host: megatron/core/pipeline_parallel/p2p_communication.py "
+                    "(_communicate: torch.cuda.synchronize() after torch.distributed.batch_isend_irecv when "
+                    "config.batch_p2p_comm and config.batch_p2p_sync, both True by default in "
+                    "megatron/core/model_parallel_config.py), Megatron-Core 0.8",
+                    "tensor_backward_overlap: megatron/core/tensor_parallel/layers.py "
                     "(LinearWithGradAccumulationAndAsyncCommunication.backward: the sequence-parallel input "
                     "all-gather and the dgrad reduce-scatter issued with async_op=True before the dgrad and wgrad "
                     "GEMMs, waited for after them; without sequence parallelism the dgrad all-reduce, "

@@ -14,9 +14,13 @@ const bool registered = FrameworkRegistry::add(
         .overlap_grad_reduce = false,
         .bucket_parameters = 0,
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        .pipeline_transfer_synchronizes_host = true,
         // Megatron's bf16 runs accumulate and reduce fp32 gradients (main_grad buffers).
         .fp32_gradients_for = {"bf16"},
-        .sources = {"fp32_gradients_for: megatron/arguments.py "
+        .sources = {"pipeline_transfer_synchronizes_host: megatron/p2p_communication.py (_communicate: 'To protect "
+                    "against race condition when using batch_isend_irecv()', torch.cuda.synchronize() after every "
+                    "batched send and receive)",
+                    "fp32_gradients_for: megatron/arguments.py "
                     "(validate_args: 'bfloat16 requires gradient accumulation and all-reduce to be done in fp32', "
                     "accumulate_allreduce_grads_in_fp32 = True for bf16)",
                     "overlap_grad_reduce, bucket: megatron/model/distributed.py (--DDP-impl local, "

@@ -14,10 +14,14 @@ const bool registered = FrameworkRegistry::add(
         .overlap_grad_reduce = false,
         .bucket_parameters = 0,
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        .pipeline_transfer_synchronizes_host = true,
         // Megatron's bf16 runs accumulate and reduce fp32 gradients (main_grad buffers).
         .fp32_gradients_for = {"bf16"},
         .tensor_backward_overlap = true,
-        .sources = {"tensor_backward_overlap: megatron/mpu/layers.py "
+        .sources = {"pipeline_transfer_synchronizes_host: megatron/p2p_communication.py (_communicate: 'To protect "
+                    "against race condition when using batch_isend_irecv()', torch.cuda.synchronize() after every "
+                    "batched send and receive)",
+                    "tensor_backward_overlap: megatron/mpu/layers.py "
                     "(LinearWithGradAccumulationAndAsyncCommunication.backward: the sequence-parallel input "
                     "all-gather and the dgrad reduce-scatter issued with async_op=True before the dgrad and wgrad "
                     "GEMMs, waited for after them; without sequence parallelism the dgrad all-reduce, "

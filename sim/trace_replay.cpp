@@ -167,6 +167,8 @@ TraceReplayReport replay_traces(const TraceReplayOptions& o)
     for (const auto& [start, end] : recorded.tasks)
       as_recorded.tasks.push_back({start, end});
     row.recorded           = rank_metrics(w.ranks[r], as_recorded);
+    row.host_launch_s      = ranks[r].host_launch_s;
+    row.launch_gaps        = ranks[r].launch_gaps;
     report.recorded_step_s = std::max(report.recorded_step_s, row.recorded_step_s);
     report.ranks.push_back(std::move(row));
   }
@@ -189,12 +191,15 @@ nlohmann::json to_json(const TraceReplayReport& r)
                         {"step_time_s", r.step_time_s},
                         {"collective_algorithms", r.collective_algorithms},
                         {"ranks", nlohmann::json::array()}};
-  for (const auto& row : r.ranks)
+  for (const auto& row : r.ranks) {
     doc["ranks"].push_back({{"rank", row.rank},
                             {"file", row.file},
                             {"gpu", row.gpu},
                             {"recorded", metrics(row.recorded, row.recorded_step_s)},
                             {"replayed", metrics(row.replayed, row.replayed_step_s)}});
+    if (row.host_launch_s >= 0)
+      doc["ranks"].back()["host_launch_overhead_s"] = row.host_launch_s;
+  }
   return doc;
 }
 
@@ -219,6 +224,16 @@ std::string to_table(const TraceReplayReport& r)
                        ms(row.recorded.compute_s), ms(row.replayed.compute_s), ms(row.recorded.exposed_comm_s),
                        ms(row.replayed.exposed_comm_s), row.gpu);
   out += "\n  milliseconds; comp = compute busy, exp = exposed communication (not under compute)\n";
+  // What the traces say of their host, for simulation.host_launch_overhead (README, Host launches).
+  std::string launches;
+  for (const auto& row : r.ranks)
+    if (row.host_launch_s >= 0)
+      launches += fmt::format("    rank {}: {:.1f} us (median of {} gaps)\n", row.rank, row.host_launch_s * 1e6,
+                              row.launch_gaps);
+  if (!launches.empty())
+    out += "\n  host time per kernel launch (between a thread's launches with no synchronising call; give it as "
+           "simulation.host_launch_overhead):\n" +
+           launches;
   return out;
 }
 

@@ -35,6 +35,9 @@ struct TraceRankReport {
   std::string file, gpu;
   double recorded_step_s = 0, replayed_step_s = 0;
   RankMetrics recorded, replayed;
+  // The host's time per kernel launch the trace shows (RecordedRank::host_launch_s), -1: none.
+  double host_launch_s = -1;
+  long long launch_gaps = 0;
 };
 
 struct TraceReplayReport {

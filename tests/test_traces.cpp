@@ -9,6 +9,7 @@
 #include "models/device.hpp"
 #include "tools/driver/collective_bench.hpp"
 #include "workloads/traces/et_def.pb.h"
+#include "workloads/traces/recorded_trace.hpp"
 
 #include <google/protobuf/util/delimited_message_util.h>
 
@@ -536,4 +537,30 @@ TEST_CASE("the example traces replay on a platform of several node groups", "[tr
                              "/configs/traces/dp2-kineto/rank1.json --platform ";
   const json one = replay(traces + kPlatform), two = replay(traces + split);
   CHECK(two["step_time_s"].get<double>() == Approx(one["step_time_s"].get<double>()).epsilon(1e-9));
+}
+
+TEST_CASE("a Kineto trace tells the host's time per kernel launch, across no synchronising call", "[traces]")
+{
+  // One thread launches at 0, 100, 200 and 210 us: gaps of 100, 100 and 10, whose median is 100.
+  // A cudaStreamSynchronize inside each of the first two gaps makes them the GPU's time, not the
+  // host's: the median of what is left, 10 us.
+  auto launch = [](double ts, int correlation) { return runtime("cudaLaunchKernel", ts, correlation, correlation); };
+  json events = json::array({kernel("k", 0, 5, 7, 1, 1), launch(0, 1), launch(100, 2), launch(200, 3), launch(210, 4)});
+  json doc    = {{"traceEvents", events}};
+  const std::string free_running = testing::write_temp_file("launch-gaps.json", doc.dump());
+  const RecordedRank ahead = read_traces({free_running}).at(0);
+  CHECK(ahead.host_launch_s == Approx(100e-6));
+  CHECK(ahead.launch_gaps == 3);
+  doc["traceEvents"].push_back(runtime("cudaStreamSynchronize", 50, 90, 0));
+  doc["traceEvents"].push_back(runtime("cudaStreamSynchronize", 150, 91, 0));
+  const RecordedRank synced = read_traces({testing::write_temp_file("launch-gaps-synced.json", doc.dump())}).at(0);
+  CHECK(synced.host_launch_s == Approx(10e-6));
+  CHECK(synced.launch_gaps == 1);
+  // The replay reports it per rank, and a trace without launch calls says nothing.
+  const CommandResult r = run_stepsim("replay " + kSource + "/configs/traces/dp2-kineto/rank0.json " + kSource +
+                                      "/configs/traces/dp2-kineto/rank1.json --platform " + kPlatform);
+  CHECK(r.output.find("host time per kernel launch") != std::string::npos);
+  CHECK(r.output.find("rank 0: 15.0 us (median of 3 gaps)") != std::string::npos);
+  doc["traceEvents"] = json::array({kernel("k", 0, 5, 7, 1, 1)});
+  CHECK(read_traces({testing::write_temp_file("no-launches.json", doc.dump())}).at(0).host_launch_s < 0);
 }

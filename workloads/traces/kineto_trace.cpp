@@ -30,6 +30,9 @@
 //   never overtakes what it followed) at the price of edges the program may not have had.
 // - The rank: top-level "distributedInfo": {"rank": N} (Kineto output_json.cpp,
 //   ChromeTraceLogger::addOnDemandDistMetadata, from the default process group's "Rank").
+// - The host's time per kernel launch: the "cuda_runtime" / "cuda_driver" events of the launch
+//   calls (cudaLaunchKernel, ...) and of the calls that wait for the GPU (cudaStreamSynchronize,
+//   ...), with their thread ("pid"/"tid") and "ts" (Kineto CuptiActivity.cpp, RuntimeActivity).
 #include "workloads/traces/recorded_trace.hpp"
 
 #include "sim/core/input_error.hpp"
@@ -360,6 +363,48 @@ RecordedOp communication_of(const Reader& reader, const GpuEvent& k, const json&
   return *op;
 }
 
+// The CUDA runtime and driver calls that launch a kernel (CUPTI's callback names, as Kineto
+// writes them for "cuda_runtime" and "cuda_driver" events).
+bool is_kernel_launch(const std::string& name)
+{
+  return name == "cudaLaunchKernel" || name == "cudaLaunchKernelExC" || name == "cuLaunchKernel" ||
+         name == "cuLaunchKernelEx" || name == "cudaLaunchCooperativeKernel";
+}
+
+// Calls after which the host has waited for the GPU: a gap across one is the GPU's time, not the host's.
+bool waits_for_gpu(const std::string& name)
+{
+  return name == "cudaDeviceSynchronize" || name == "cudaStreamSynchronize" || name == "cudaEventSynchronize" ||
+         name == "cudaMemcpy" || name == "cudaStreamQuery" || name == "cuStreamSynchronize" ||
+         name == "cuCtxSynchronize";
+}
+
+// The host's time per launch (RecordedRank::host_launch_s): on each thread, the gaps between
+// consecutive launch calls with no synchronising call in between; their median over all threads,
+// which a few long gaps (the optimizer's host work, a data-loader wait) do not move.
+void host_launch_gaps(std::map<std::string, std::vector<double>>& launches,
+                      std::map<std::string, std::vector<double>>& syncs, RecordedRank& rank)
+{
+  std::vector<double> gaps;
+  for (auto& [thread, starts] : launches) {
+    std::sort(starts.begin(), starts.end());
+    auto& waits = syncs[thread];
+    std::sort(waits.begin(), waits.end());
+    for (size_t k = 1; k < starts.size(); ++k) {
+      const auto wait = std::upper_bound(waits.begin(), waits.end(), starts[k - 1]);
+      if (wait != waits.end() && *wait < starts[k])
+        continue;
+      gaps.push_back(starts[k] - starts[k - 1]);
+    }
+  }
+  if (gaps.empty())
+    return;
+  const auto middle = gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2);
+  std::nth_element(gaps.begin(), middle, gaps.end());
+  rank.host_launch_s = *middle * 1e-6; // Kineto's "ts" is in microseconds
+  rank.launch_gaps   = static_cast<long long>(gaps.size());
+}
+
 RecordedRank read_kineto(const std::string& file)
 {
   const json doc = parse_json_text(read_bounded_file(file, kMaxTraceBytes, "a trace file"), file);
@@ -387,6 +432,8 @@ RecordedRank read_kineto(const std::string& file)
   std::map<std::string, std::vector<CpuOp>> comms_of_thread; // record_param_comms by thread
   std::map<long long, size_t> launch_of_correlation;        // runtime events by correlation id
   std::vector<size_t> waits;                                // "Stream Wait Event"s
+  // Per thread, the start of each kernel launch call and of each call that waits for the GPU.
+  std::map<std::string, std::vector<double>> launches_of_thread, syncs_of_thread;
   long long device = -1;
   size_t device_event = 0;
   for (size_t i = 0; i < events->size(); ++i) {
@@ -432,6 +479,10 @@ RecordedRank read_kineto(const std::string& file)
       const long long correlation = reader.integer_arg(e, i, name, "correlation", -1);
       if (correlation >= 0)
         launch_of_correlation.emplace(correlation, i);
+      if (is_kernel_launch(name))
+        launches_of_thread[thread_of(e)].push_back(reader.number(e, i, name, "ts", false));
+      else if (waits_for_gpu(name))
+        syncs_of_thread[thread_of(e)].push_back(reader.number(e, i, name, "ts", false));
     } else if (cat == "cuda_sync") {
       const json* kind = Reader::arg(e, "cuda_sync_kind");
       if ((kind && kind->is_string() && kind->get<std::string>() == "Stream Wait Event") || name == "Stream Wait Event")
@@ -442,6 +493,7 @@ RecordedRank read_kineto(const std::string& file)
     throw InputError({fmt::format("{}: no GPU kernels (events with \"cat\": \"kernel\"); record the trace with "
                                   "ProfilerActivity.CUDA",
                                   file)});
+  host_launch_gaps(launches_of_thread, syncs_of_thread, rank);
 
   // One op per GPU event, in each stream's order.
   std::stable_sort(gpu.begin(), gpu.end(), [](const GpuEvent& a, const GpuEvent& b) {

@@ -63,6 +63,12 @@ struct RecordedRank {
   // The ops carry start times on one clock (Kineto always; Chakra when its nodes have
   // start_time_micros): the time a stream waited for the CPU is kept as idle.
   bool timed = true;
+  // The host's time per kernel launch where the trace has the launch calls (Kineto's cuda_runtime
+  // events): the median gap between one thread's consecutive launches, over those with no
+  // synchronising call between them, seconds; -1: none recorded. It is what
+  // simulation.host_launch_overhead takes (sim/engine/compute.cpp), from the user's own job.
+  double host_launch_s = -1;
+  long long launch_gaps = 0; // the gaps that median is over
 };
 
 // A trace format: whether a file's first bytes are its own, and how to read one rank's file.

@@ -18,6 +18,7 @@ Compute::Compute(const Workload& w, const ReplayOptions& options, const Parts& p
   exposed_chains_.resize(w_.ranks.size());
   host_clock_.assign(w_.ranks.size(), 0.0);
   host_waits_.resize(w_.ranks.size());
+  launches_cost_ = std::any_of(w_.works.begin(), w_.works.end(), [](const Work& work) { return work.host_seconds > 0; });
   for (size_t i = 0; i < w_.ranks.size(); ++i) {
     const double f = w_.ranks[i].comm_compute_interference;
     if (!(f > 0))
@@ -83,7 +84,8 @@ void Compute::start_chain(const TaskRef& t, double first_seconds)
   chain.seconds.resize(last - chain.first + 1);
   for (TaskId v = chain.first + 1; v <= chain.last; ++v)
     parts_.scheduler.claim({t.rank_index, v});
-  wait_for_host(chain);
+  if (launches_cost_) // a second pass over every chain's tasks otherwise, for nothing
+    wait_for_host(chain);
 
   double total = 0;
   for (double s : chain.seconds)

@@ -89,6 +89,7 @@ private:
   // tasks whose kernels waited for it.
   std::vector<double> host_clock_;
   std::vector<std::vector<std::pair<TaskId, double>>> host_waits_;
+  bool launches_cost_ = false; // some work's launches cost its host time (Work::host_seconds)
 };
 
 } // namespace stepsim::engine

@@ -168,7 +168,7 @@ void read_simulation(JsonReader r, SimulationSpec& s, const std::string& base_di
   s.allow_oom            = r.boolean("allow_oom", false);
   s.network_fidelity     = r.text("network_fidelity", std::string("flow"), {"flow", "analytic"});
   // The host's time per kernel launch, in place of the device calibration's (a profile of one's
-  // own job: the CPU time between launches); absent, the calibration's (0 unless fitted).
+  // own job: `stepsim replay` prints it from a PyTorch profiler trace); absent, the calibration's.
   if (r.has("host_launch_overhead")) {
     s.host_launch_overhead_s = r.time("host_launch_overhead");
     if (s.host_launch_overhead_s >= 1e-2)

@@ -25,7 +25,7 @@ int PlatformSpec::total_gpus() const
 const std::vector<std::string>& nic_kind_names()
 {
   // infiniband first: the default, and the fabric the "nic" figures of links.json were fitted on.
-  static const std::vector<std::string> names = {"infiniband", "roce", "efa", "tcpx", "tcpxo", "ethernet"};
+  static const std::vector<std::string> names = {"infiniband", "roce", "efa", "efa-v2", "efa-v3", "tcpx", "tcpxo", "ethernet"};
   return names;
 }
 

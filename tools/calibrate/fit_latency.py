@@ -15,7 +15,8 @@ shipped. With --write it
 sets the figure and its source (the key beside it, named as the figure with `_source` after it)
 in links.json.
 
-    python3 tools/calibrate/fit_latency.py --figure nic_kinds.efa.step_latency --preset aws-p4de --preset aws-p5 --write
+    python3 tools/calibrate/fit_latency.py --figure nic_kinds.efa.step_latency --preset aws-p4de --write
+    python3 tools/calibrate/fit_latency.py --figure nic_kinds.efa-v2.step_latency --preset aws-p5 --write
     python3 tools/calibrate/fit_latency.py --figure protocols.nvls_tree.step_between_nodes --preset dgx-h100-superpod --write
     python3 tools/calibrate/fit_latency.py --figure nvswitch.step_latency_by_gpu.H100-SXM --same-for H200-SXM \
         --same-for H800-SXM --preset dgx-h100 --case nvidia_dgxc_dgxh100_1node --lo 0 --hi 5 --write

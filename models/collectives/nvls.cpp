@@ -17,7 +17,9 @@
 #include "models/collectives/requirements.hpp"
 #include "models/link_calibration.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <utility>
 #include <string>
 
 namespace stepsim {
@@ -32,11 +34,29 @@ int nvls_steps(CollectiveOp op, const GroupShape& g, double)
   return g.n > 1 ? 1 : 0;
 }
 
+// NCCL's NVLS chunking (src/enqueue.cc, the NCCL_ALGO_NVLS case of the chunk size): a chunk of at
+// most 128 KiB, cut to 64, 32 and 16 KiB below 64, 8 and 2 loops of the larger chunk; one loop
+// moves a chunk per channel (nvlsChannels, 16 on Hopper: NCCL_NVLS_NCHANNELS) and per head (each
+// GPU of the node heads its share). Bytes.
+double loop_bytes(const GroupShape& g, double bytes)
+{
+  constexpr double kNvlsChannels = 16;
+  const double ops               = kNvlsChannels * std::max(1, g.n); // concurrentOps
+  double chunk                   = 131072;
+  for (const auto& [loops, smaller] : {std::pair{64.0, 65536.0}, {8.0, 32768.0}, {2.0, 16384.0}})
+    if (bytes < loops * ops * chunk && chunk > smaller)
+      chunk = smaller;
+  return ops * chunk;
+}
+
 CollectiveStep nvls_step(CollectiveOp, const GroupShape& g, double bytes, int, int member, int)
 {
   CollectiveStep s;
   const double reduction = nvls_reduction(g);
   s.bytes = reduction > 0 && g.intra.bandwidth_Bps > reduction ? bytes * g.intra.bandwidth_Bps / reduction : bytes;
+  // The last loop's multicast after its reduction, as the time it holds the GPU's link.
+  if (reduction > 0)
+    s.bytes += std::min(bytes, loop_bytes(g, bytes)) / reduction * g.intra.bandwidth_Bps;
   s.send((member + 1) % g.n);
   s.recv((member - 1 + g.n) % g.n);
   return s;

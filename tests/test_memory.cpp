@@ -201,6 +201,40 @@ TEST_CASE("activation bytes count grouped-query attention, SwiGLU, the FFN width
   CHECK(with_dropout - layer_activation_bytes(scenario_from_json(j)) == Approx(2 * sbh));
 }
 
+TEST_CASE("An fp8 run keeps each linear layer's input as its FP8 copy, one byte an element", "[memory][activations]")
+{
+  // Transformer Engine saves the FP8 input of QKV (LayerNormLinear's ln_out), the output
+  // projection, fc1 and fc2 for their weight gradients; the norms' inputs, the fused attention's
+  // q, k, v and output and the activation's input stay bf16. Per s·b·h: QKV's input 2 -> 1, fc1's
+  // 2 -> 1, fc2's 2f/h -> f/h, and the projection's FP8 input beside the attention's output, +1.
+  auto j                                 = layer_scenario(4096, 4096, 32, 1);
+  j["model"]["num_query_groups"]         = 8;
+  j["model"]["ffn_hidden_size"]          = 14336;
+  j["model"]["mlp"]                      = "swiglu";
+  j["model"]["norm"]                     = "rmsnorm";
+  j["training"]["attention"]             = "flash";
+  j["model"]["dropout"]                  = 0;
+  j["platform"]["node_groups"][0]["gpu"] = "H100-SXM"; // a GPU that runs fp8
+  const double sbh = 4096.0 * 4096, f = 14336.0 / 4096, kv = 8.0 / 32;
+  for_each_tensor_layout(j, {1, 4}, [&](int t, bool sp) {
+    INFO("t " << t << " sequence parallel " << sp);
+    j["training"]["precision"] = "bf16";
+    const double bf16          = layer_activation_bytes(scenario_from_json(j));
+    j["training"]["precision"] = "fp8";
+    const double fp8           = layer_activation_bytes(scenario_from_json(j));
+    const double whole         = 4 + 1 + 1;
+    const double sharded       = 2 + 4 * kv + 2 + 1 + 4 * f + f;
+    CHECK(fp8 == Approx(sp ? sbh / t * (whole + sharded) : sbh * (whole + sharded / t)).epsilon(1e-9));
+    CHECK(fp8 < bf16);
+  });
+  // Full recompute keeps only each layer's bf16 input, whatever the GEMMs' precision.
+  j["training"]["recompute"] = "full";
+  j["training"]["precision"] = "bf16";
+  const double bf16_full     = layer_activation_bytes(scenario_from_json(j));
+  j["training"]["precision"] = "fp8";
+  CHECK(layer_activation_bytes(scenario_from_json(j)) == Approx(bf16_full));
+}
+
 TEST_CASE("Megatron's bf16 runs hold and reduce fp32 gradients unless the scenario says otherwise",
           "[memory][gradients]")
 {

@@ -26,13 +26,23 @@ struct LayerTerms {
   double whole, sharded;
 };
 
+// An fp8 run (Transformer Engine's recipe, training.precision "fp8") keeps the input of each
+// linear layer for its weight gradient as the FP8 copy its GEMM took, one byte an element, not
+// the 16-bit input (TransformerEngine transformer_engine/pytorch/module/linear.py, _Linear.forward:
+// `saved_inputmat = inputmat` after the cast to FP8, or its FP8 transpose; layernorm_linear.py,
+// _LayerNormLinear.forward: `ln_out` allocated as uint8 under fp8 and saved; under sequence
+// parallelism the local shard, gathered again in backward). The norms' inputs, the attention's
+// own q, k, v and output (its fused kernel's, in 16 bits) and the activation's input stay 16-bit.
+bool keeps_fp8_inputs(const Scenario& s) { return s.training.precision == "fp8"; }
+
 // The MLP block without its norm: fc1's input, the activation's input (SwiGLU: gate and up) and
-// fc2's input, and the dropout mask.
-LayerTerms mlp_activation_terms(const ModelSpec& m)
+// fc2's input, and the dropout mask; under fp8 fc1's and fc2's inputs at one byte.
+LayerTerms mlp_activation_terms(const ModelSpec& m, bool fp8)
 {
   const double h = m.hidden_size, f = m.ffn_hidden_size;
-  const double mask = m.dropout > 0 ? 1 : 0;
-  return {2 + mask, (m.mlp == "swiglu" ? 4 : 2) * f / h + 2 * f / h};
+  const double mask  = m.dropout > 0 ? 1 : 0;
+  const double input = fp8 ? 1 : 2; // bytes of a linear layer's saved input
+  return {input + mask, (m.mlp == "swiglu" ? 4 : 2) * f / h + input * f / h};
 }
 
 double layer_activation_bytes(const Scenario& s)
@@ -59,19 +69,22 @@ double layer_activation_bytes(const Scenario& s)
   // V of the query groups only), and the output projection's input, sharded.
   const double kv        = double(m.num_query_groups) / m.num_attention_heads;
   const double mask      = m.dropout > 0 ? 1 : 0;
-  const LayerTerms mlp   = mlp_activation_terms(m);
+  const bool fp8         = keeps_fp8_inputs(s);
+  const LayerTerms mlp   = mlp_activation_terms(m, fp8);
   // Under torch.autocast (FrameworkProfile::eager_autocast) LayerNorm saves its fp32 input (4
   // bytes each, not 2), and the attention output is saved twice: the fused attention's own
   // (batch, heads, sequence, head_dim) and the contiguous copy the output projection takes.
   const bool autocast = runs_under_autocast(s);
-  const double whole     = (autocast ? 8 : 4) + 2 + mask + mlp.whole;
+  // Under fp8 QKV's input at one byte, and the output projection keeps its FP8 input beside the
+  // fused attention's 16-bit output (which the 16-bit count shares between the two).
+  const double whole     = (autocast ? 8 : 4) + (fp8 ? 1 : 2) + mask + mlp.whole;
   // Ulysses keeps Q, K and V as the attention holds them (head shards of the whole sequence: the
   // same bytes), but its output twice: the fused attention saves it in head shards for its
   // backward (flash-attn's forward saves q, k, v, out), and the output projection its input, the
   // all-to-all's result in sequence shards (deepspeed/sequence/layer.py: the output's
   // _SeqAllToAll saves nothing of its own). Selective recompute keeps neither of the core's.
   const bool second_output = ulysses > 1 && s.training.recompute == "none" && s.training.attention == "flash";
-  const double sharded     = 2 + 2 * kv + 2 * kv + 2 + (second_output ? 2 : 0) + (autocast ? 2 : 0) + mlp.sharded;
+  const double sharded     = 2 + 2 * kv + 2 * kv + 2 + (fp8 ? 1 : 0) + (second_output ? 2 : 0) + (autocast ? 2 : 0) + mlp.sharded;
   if (sp)
     return sbh / t * (whole + sharded + scores) + experts;
   return sbh * (whole + sharded / t + scores / t) + experts;
@@ -83,7 +96,7 @@ double dense_mlp_activation_bytes(const Scenario& s)
   const double t       = s.parallelism.tensor;
   const double sb      = double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context;
   const double h       = m.hidden_size;
-  const LayerTerms mlp = mlp_activation_terms(m);
+  const LayerTerms mlp = mlp_activation_terms(m, keeps_fp8_inputs(s));
   if (s.parallelism.sequence_parallel)
     return (mlp.whole + mlp.sharded) * sb * h / t;
   return sb * h * (mlp.whole + mlp.sharded / t);

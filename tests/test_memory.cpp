@@ -43,6 +43,19 @@ nlohmann::json layer_scenario(int s, int h, int a, int b)
   return j;
 }
 
+// A Llama-shaped layer (grouped-query attention with 8 groups of 32 heads, SwiGLU of width
+// 14336, RMSNorm, fused attention) of 4,096 tokens and hidden 4,096 on small_scenario's GPU.
+nlohmann::json llama_layer_scenario()
+{
+  auto j                         = layer_scenario(4096, 4096, 32, 1);
+  j["model"]["num_query_groups"] = 8;
+  j["model"]["ffn_hidden_size"]  = 14336;
+  j["model"]["mlp"]              = "swiglu";
+  j["model"]["norm"]             = "rmsnorm";
+  j["training"]["attention"]     = "flash";
+  return j;
+}
+
 // Calls check(t, sp) with j set to each tensor degree in `tensors` (on as many GPUs), with and
 // without sequence parallelism (which needs t > 1).
 template <typename Check>
@@ -173,12 +186,7 @@ TEST_CASE("activation bytes count grouped-query attention, SwiGLU, the FFN width
   // out here (bytes per s·b·h): norm inputs 4, QKV input 2, Q 2, K and V 2·g/a each, the output
   // projection's input 2, fc1's input 2, the activation's input (GeLU 2f/h, SwiGLU gate and up
   // 4f/h), fc2's input 2f/h, and one byte per dropout mask (two per layer).
-  auto j                            = layer_scenario(4096, 4096, 32, 1);
-  j["model"]["num_query_groups"]    = 8;
-  j["model"]["ffn_hidden_size"]     = 14336;
-  j["model"]["mlp"]                 = "swiglu";
-  j["model"]["norm"]                = "rmsnorm";
-  j["training"]["attention"]        = "flash";
+  auto j          = llama_layer_scenario();
   const double sbh = 4096.0 * 4096, f = 14336.0 / 4096, kv = 8.0 / 32;
   for_each_tensor_layout(j, {1, 4}, [&](int t, bool sp) {
     for (double dropout : {0.0, 0.1}) {
@@ -207,12 +215,7 @@ TEST_CASE("An fp8 run keeps each linear layer's input as its FP8 copy, one byte 
   // projection, fc1 and fc2 for their weight gradients; the norms' inputs, the fused attention's
   // q, k, v and output and the activation's input stay bf16. Per s·b·h: QKV's input 2 -> 1, fc1's
   // 2 -> 1, fc2's 2f/h -> f/h, and the projection's FP8 input beside the attention's output, +1.
-  auto j                                 = layer_scenario(4096, 4096, 32, 1);
-  j["model"]["num_query_groups"]         = 8;
-  j["model"]["ffn_hidden_size"]          = 14336;
-  j["model"]["mlp"]                      = "swiglu";
-  j["model"]["norm"]                     = "rmsnorm";
-  j["training"]["attention"]             = "flash";
+  auto j                                 = llama_layer_scenario();
   j["model"]["dropout"]                  = 0;
   j["platform"]["node_groups"][0]["gpu"] = "H100-SXM"; // a GPU that runs fp8
   const double sbh = 4096.0 * 4096, f = 14336.0 / 4096, kv = 8.0 / 32;

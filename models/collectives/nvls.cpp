@@ -19,8 +19,8 @@
 
 #include <algorithm>
 #include <stdexcept>
-#include <utility>
 #include <string>
+#include <utility>
 
 namespace stepsim {
 namespace {

@@ -24,9 +24,10 @@ struct ProtocolCost {
   double base_ring_s = 0, base_tree_s = 0, base_nvls_s = 0, base_other_s = 0;
 };
 
-// What one kind of NIC (platform nic.kind: infiniband, roce, efa, tcpx, tcpxo, ethernet) achieves,
-// from links.json "nic_kinds".<kind>: the fraction of its rated bandwidth and the per-step latency
-// added to its NIC-to-NIC latency, as `nic` / `nic_step_s` below are for InfiniBand.
+// What one kind of NIC (platform nic.kind: infiniband, roce, efa, efa-v2, efa-v3, tcpx, tcpxo,
+// ethernet) achieves, from links.json "nic_kinds".<kind>: the fraction of its rated bandwidth and
+// the per-step latency added to its NIC-to-NIC latency, as `nic` / `nic_step_s` below are for
+// InfiniBand.
 struct NicKindCost {
   double efficiency = 1.0;
   double step_s     = 0;

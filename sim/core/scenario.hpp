@@ -203,9 +203,10 @@ struct NicSpec {
   double latency_s     = 2e-6; // NIC to NIC through the fabric, switches included
   int ports            = 1;    // NICs of the node this one stands for (sim/input/platform_parse.cpp lay_out_nics)
   // What the NICs speak (sim/input/platform_parse.hpp nic_kind_names): infiniband, roce, efa,
-  // tcpx, tcpxo, ethernet. Each has its own achieved bandwidth and per-step latency
-  // (configs/calibration/links.json "nic_kinds"), applied where the platform takes its achieved
-  // bandwidths (topologies/nodes/node_type.cpp with_achieved_bandwidth).
+  // efa-v2, efa-v3 (AWS EFA's generations), tcpx, tcpxo, ethernet. Each has its own achieved
+  // bandwidth and per-step latency (configs/calibration/links.json "nic_kinds"), applied where
+  // the platform takes its achieved bandwidths (topologies/nodes/node_type.cpp
+  // with_achieved_bandwidth).
   std::string kind = "infiniband";
 };
 

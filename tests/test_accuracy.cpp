@@ -18,14 +18,15 @@
 namespace {
 
 // `stepsim accuracy` with the shipped calibrations: 3.2% over the fitted cases (the bound keeps the
-// 3.4% they were fitted to), 4.2% over all 38 since DeepSpeed's blocking sends, gradient
+// 3.4% they were fitted to), 4.1% over all 38 since DeepSpeed's blocking sends, gradient
 // accumulation and tensor-by-tensor ZeRO-3 gathers, Megatron-Core's tensor-parallel overlap, the
 // H100 figure fitted on its runs, llm-foundry's figures fitted on MosaicML's tables,
 // DeepSpeed-Megatron's on its two A100 runs and Korthikanti's 530B runs interleaved as Calculon's
-// validation ran them; worst +31.9% (Megatron-Core 1.7B on H100).
+// validation ran them, and MegaScale's Megatron-LM of January 2023 reducing gradients after
+// backward; worst +31.9% (Megatron-Core 1.7B on H100).
 constexpr double kReachedMapePct    = 3.4;
 constexpr double kWorstCaseLimitPct = 20.0;
-constexpr double kReachedAllMapePct = 4.2;
+constexpr double kReachedAllMapePct = 4.1;
 constexpr double kWorstAllLimitPct  = 33.0;
 
 bool fitted(const std::string& id)
@@ -164,6 +165,33 @@ TEST_CASE("accuracy: --leave-out refits a figure fitted on the held-out runs wit
   REQUIRE(l["predicted"].size() == 1);
   CHECK(l["predicted"][0]["error_pct"].get<double>() != Approx(shipped_llama).margin(0.1));
   CHECK(l["kept_cases"].get<int>() == 2);
+}
+
+TEST_CASE("accuracy: the H100's fp8 figure, fitted on NeMo's FP8 table, is refitted without a left-out model family",
+          "[accuracy]")
+{
+  // configs/calibration/H100-SXM.json: gemm_efficiency_by_dtype.fp8 fitted on the 12 rows of
+  // configs/validation/nemo (tools/calibrate/fit_runs.py --precision fp8), 4.8% over them, worst
+  // +11.2% (Llama 3 8B); the bf16 runs' figure times a kernel benchmark's ratio left them 15 to 34%
+  // fast.
+  const std::string nemo = (std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "nemo").string();
+  const nlohmann::json shipped = accuracy_report(nemo);
+  REQUIRE(shipped["cases"].size() == 12);
+  CHECK(shipped["mape_pct"].get<double>() <= 5.8);
+  for (const auto& c : shipped["cases"])
+    CHECK(std::abs(c["error_pct"].get<double>()) <= 15.0);
+  // Held out, GPT-3's four rows are predicted by the figure refitted on the other eight.
+  const nlohmann::json r = accuracy_report(nemo + " --leave-out gpt3");
+  const auto& l          = r["left_out"];
+  REQUIRE(l["refits"].size() == 1);
+  CHECK(l["refits"][0]["precision"] == "fp8");
+  CHECK(l["refits"][0]["devices"][0] == "H100-SXM");
+  CHECK(l["refits"][0]["fitted_on_runs"].get<int>() == 8);
+  const double refitted = l["refits"][0]["refitted"].get<double>();
+  CHECK(refitted >= 0.3);
+  CHECK(refitted <= 0.803);
+  CHECK(l["cases"].get<int>() == 4);
+  CHECK(l["mape_pct"].get<double>() <= 8.0);
 }
 
 TEST_CASE("accuracy: llm-foundry's figures, fitted on two thirds of MosaicML's published MPT rows, predict the third "

@@ -364,17 +364,24 @@ TEST_CASE("calibrate: the H100 runs its other precisions at the ratios the H200'
 {
   // configs/calibration/H100-SXM.json: bf16 fitted on the published H100 runs (tools/calibrate/fit_runs.py),
   // the other precisions by --dtype-ratios-from configs/calibration/H200-SXM.json (`stepsim calibrate fit`
-  // on an H200's kernel rows). The same GH100 SMs and clocks: fp8 below bf16, tf32 below fp16.
+  // on an H200's kernel rows). The same GH100 SMs and clocks: tf32 below fp16.
   const Device h100 = load_device("H100-SXM", "device");
   const Device h200 = load_device("H200-SXM", "device");
+  auto ratio        = [](const Device& d, const char* dtype) {
+    return d.calibration.gemm_efficiency_at(dtype) / d.calibration.gemm_efficiency_at("bf16");
+  };
   for (const char* dtype : {"fp32", "tf32", "fp16", "fp8"}) {
     INFO(dtype);
     REQUIRE(h200.calibration.gemm_efficiency_by_dtype.count(dtype) == 1);
-    const double measured = h200.calibration.gemm_efficiency_at(dtype) / h200.calibration.gemm_efficiency_at("bf16");
-    CHECK(h100.calibration.gemm_efficiency_at(dtype) / h100.calibration.gemm_efficiency_at("bf16") ==
-          Approx(measured).epsilon(0.002));
+    if (std::string(dtype) != "fp8")
+      CHECK(ratio(h100, dtype) == Approx(ratio(h200, dtype)).epsilon(0.002));
   }
-  CHECK(h100.calibration.gemm_efficiency_at("fp8") < h100.calibration.gemm_efficiency_at("bf16"));
+  // fp8 has a figure of its own, fitted on NeMo's FP8 training runs (fit_runs.py --precision fp8):
+  // below what the kernel benchmark's ratio gives (a run sustains less of FP8's doubled Tensor
+  // Core rate than a GEMM loop), yet an fp8 GEMM still outruns a bf16 one.
+  CHECK(ratio(h100, "fp8") < 0.9 * ratio(h200, "fp8"));
+  CHECK(h100.calibration.gemm_efficiency_at("fp8") * h100.peak("fp8") >
+        1.1 * h100.calibration.gemm_efficiency_at("bf16") * h100.peak("bf16"));
   // A run in bf16 takes the common figure, which a framework's own figure may replace.
   CHECK(h100.calibration.gemm_efficiency_by_dtype.count("bf16") == 0);
 }

@@ -20,6 +20,14 @@ and clocks): each precision's efficiency is the fitted one times that file's rat
 precision's figure to the runs' precision's (fp8 runs below bf16 on Hopper, fp32 on CUDA cores
 near its own peak). Without it a precision the runs did not use takes the fitted figure.
 
+--precision P fits instead the figure of one precision, `gemm_efficiency_by_dtype[P]`, on the
+device's published runs in that precision (--cases, e.g. configs/validation/nemo for the FP8 runs
+of NeMo's table on H100): an FP8 training run keeps its Tensor Cores busy for a shorter time per
+GEMM than a bf16 one, so the bf16 runs' figure times a kernel benchmark's ratio is not what FP8
+runs sustain. The device's other figures stay as shipped; the file records the runs under
+`fitted_on_by_dtype` (what `stepsim accuracy DIR --leave-out` refits) and a later fit of the
+common figure keeps the precision's own.
+
 --leave-out SOURCE (repeatable; part of a case's id or citation, as `stepsim accuracy --leave-out`
 takes it) fits without that source's cases and then predicts them with the figure so fitted: the
 leave-one-source-out check of issue 16.
@@ -28,6 +36,7 @@ leave-one-source-out check of issue 16.
     python3 tools/calibrate/fit_runs.py --device H100-SXM --leave-out megatron_core
     python3 tools/calibrate/fit_runs.py --device H100-SXM --half-k 384 --half-k 768 --half-k 1536
     python3 tools/calibrate/fit_runs.py --device H100-SXM --dtype-ratios-from configs/calibration/H200-SXM.json --write
+    python3 tools/calibrate/fit_runs.py --device H100-SXM --precision fp8 --cases configs/validation/nemo --write
 """
 
 import argparse
@@ -62,7 +71,11 @@ def main():
     ap.add_argument("--write", action="store_true", help="write configs/calibration/DEVICE.json")
     ap.add_argument("--tolerance", type=float, default=0.002)
     ap.add_argument("--dtype-ratios-from", help="a kernel fit of the same silicon (configs/calibration/DEVICE.json)")
+    ap.add_argument("--precision", help="fit this precision's figure (gemm_efficiency_by_dtype) on the runs in it")
+    ap.add_argument("--cases", help="the folder of published runs (default CONFIGS/validation)")
     a = ap.parse_args()
+    if a.precision and (a.dtype_ratios_from or a.half_k):
+        sys.exit("--precision fits one precision's figure alone: without --dtype-ratios-from and --half-k")
     sibling = None
     if a.dtype_ratios_from:
         with open(a.dtype_ratios_from) as f:
@@ -87,7 +100,12 @@ def main():
         os.makedirs(held_dir)
         fitted, held = [], []
         precisions = set()
-        validation = os.path.join(a.configs, "validation")
+        validation = a.cases or os.path.join(a.configs, "validation")
+        shipped_file = os.path.join(a.configs, "calibration", a.device + ".json")
+        shipped_calibration = {"device": a.device}
+        if os.path.exists(shipped_file):
+            with open(shipped_file) as f:
+                shipped_calibration = json.load(f)
         for name in sorted(os.listdir(validation)):
             if not name.endswith(".json"):
                 continue
@@ -96,10 +114,12 @@ def main():
                 case = json.load(f)
             if "validation" not in case or case_device(case) != a.device:
                 continue
+            if a.precision and case["training"].get("precision", "bf16") != a.precision:
+                continue
             # A run whose framework has a figure of its own on this device
             # (calibration/DEVICE.FRAMEWORK.json, tools/calibrate/fit_framework.py) does not use this one.
             framework = case["training"].get("framework", "")
-            if os.path.exists(os.path.join(a.configs, "calibration", f"{a.device}.{framework}.json")):
+            if not a.precision and os.path.exists(os.path.join(a.configs, "calibration", f"{a.device}.{framework}.json")):
                 continue
             out = held if any(from_source(path, case, s) for s in a.leave_out) else fitted
             precisions.add(case["training"].get("precision", "bf16"))
@@ -110,6 +130,10 @@ def main():
         calibration = os.path.join(config_dir, "calibration", a.device + ".json")
 
         def figures(efficiency, half_k):
+            if a.precision:  # the shipped figures, this precision's set to the one tried
+                out = json.loads(json.dumps(shipped_calibration))
+                out.setdefault("gemm_efficiency_by_dtype", {})[a.precision] = efficiency
+                return out
             out = {"device": a.device, "gemm_efficiency": efficiency}
             if half_k is not None:
                 out["gemm_half_k"] = half_k
@@ -133,7 +157,8 @@ def main():
             fits.append((report["mape_pct"], half_k, efficiency, report))
         _, half_k, best, report = min(fits, key=lambda f: f[0])
         shown_k = f", gemm_half_k {half_k:g}" if half_k is not None else ""
-        print(f"{a.device}: gemm_efficiency {best}{shown_k} (upper bound {upper}), fitted on {len(fitted)} runs: "
+        what_fitted = f"gemm_efficiency_by_dtype.{a.precision}" if a.precision else "gemm_efficiency"
+        print(f"{a.device}: {what_fitted} {best}{shown_k} (upper bound {upper}), fitted on {len(fitted)} runs: "
               f"MAPE {report['mape_pct']:.1f}%")
         for c in report["cases"]:
             print(f"  fitted    {c['case']:<46} {c['error_pct']:+6.1f}%")
@@ -147,6 +172,17 @@ def main():
             if held:
                 sys.exit("--write with --leave-out: the shipped figure is fitted on every run")
             out = os.path.join(a.configs, "calibration", a.device + ".json")
+            if a.precision:
+                written = figures(best, half_k)
+                written.setdefault("fitted_on_by_dtype", {})[a.precision] = [n[:-5] for n in fitted]
+                written.setdefault("source_by_dtype", {})[a.precision] = (
+                    f"gemm_efficiency_by_dtype.{a.precision} fitted by tools/calibrate/fit_runs.py --precision "
+                    f"{a.precision} on the {len(fitted)} published {a.precision} training runs of {a.device} in "
+                    f"{os.path.relpath(validation, os.path.dirname(a.configs))}: the {a.precision} GEMM throughput "
+                    f"those runs sustain, {best} of the dense {a.precision} peak, MAPE {report['mape_pct']:.1f}% "
+                    f"over them. Upper bound: the device file's {upper}.")
+                write_calibration(out, written)
+                return
             written = figures(best, half_k)
             written["fitted_on"] = [n[:-5] for n in fitted]  # what `stepsim accuracy --leave-out` refits on
             ratios = ""
@@ -166,6 +202,14 @@ def main():
                           f"{sibling.get('fit', {}).get('date', 'undated')}): "
                           + ", ".join(f"{d} {v / by_dtype[run_precision]:.3f}" for d, v in sorted(by_dtype.items()))
                           + ".")
+            # A precision fitted on runs of its own (--precision) keeps its figure.
+            if shipped_calibration.get("fitted_on_by_dtype"):
+                ratios += (" Except " + ", ".join(sorted(shipped_calibration["fitted_on_by_dtype"]))
+                           + ", fitted on runs in that precision (source_by_dtype).")
+            for d, runs in shipped_calibration.get("fitted_on_by_dtype", {}).items():
+                written.setdefault("gemm_efficiency_by_dtype", {})[d] = shipped_calibration["gemm_efficiency_by_dtype"][d]
+                written.setdefault("fitted_on_by_dtype", {})[d] = runs
+                written.setdefault("source_by_dtype", {})[d] = shipped_calibration.get("source_by_dtype", {}).get(d, "")
             what = "gemm_efficiency" + (" and gemm_half_k" if half_k is not None else "")
             written["source"] = (
                 f"{what} fitted by tools/calibrate/fit_runs.py on the published {a.device} "

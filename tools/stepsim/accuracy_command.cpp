@@ -226,6 +226,7 @@ bool from_source(const CaseResult& c, const std::string& source)
 struct Refit {
   std::vector<std::string> devices;
   std::string framework_file; // a framework figure (calibration/DEVICE.FRAMEWORK.json); empty: a device's
+  std::string precision;      // a precision's own figure of the device (gemm_efficiency_by_dtype); empty: the common one
   double shipped = 0, refitted = 0;
   int fitted_on = 0; // runs the refitted figure is fitted on
 };
@@ -309,7 +310,7 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
       return mape_of(fit);
     };
     // The search fit_framework.py runs for a GEMM figure alone.
-    Refit refit{{f.device}, f.file, f.gemm_efficiency, 0, static_cast<int>(files.size())};
+    Refit refit{{f.device}, f.file, "", f.gemm_efficiency, 0, static_cast<int>(files.size())};
     refit.refitted = golden_section_minimum(mape_at, 0.3, f.upper_bound, 0.004);
     override_calibration->set_framework(f.file, refit.refitted);
     if (!quiet)
@@ -359,6 +360,40 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
                  refit.devices.front(), refit.refitted, refit.shipped, refit.fitted_on);
     l.refits.push_back(refit);
   }
+  // A precision's own figure (fitted on the device's runs in that precision alone) is refitted
+  // on those of its runs that are kept, as fit_runs.py --precision searches it.
+  for (const auto& name : device_names())
+    for (const auto& f : fitted_dtype_figures(name)) {
+      if (std::none_of(f.fitted_on.begin(), f.fitted_on.end(), [&](const std::string& id) { return held.count(id) > 0; }))
+        continue;
+      std::vector<std::string> files;
+      for (const auto& c : kept)
+        if (std::find(f.fitted_on.begin(), f.fitted_on.end(), c.id) != f.fitted_on.end())
+          files.push_back(c.file);
+      if (files.empty())
+        throw InputError({fmt::format("--leave-out: every run the {} {} figure is fitted on is held out; nothing is "
+                                      "left to fit it on",
+                                      f.device, f.precision)});
+      if (!override_calibration)
+        override_calibration.emplace();
+      auto mape_at = [&](double efficiency) {
+        override_calibration->set_dtype(f.device, f.precision, efficiency);
+        std::vector<CaseResult> fit;
+        for (const auto& file : files)
+          fit.push_back(run_case(file));
+        return mape_of(fit);
+      };
+      Refit refit{{f.device}, "", f.precision, f.gemm_efficiency, 0, static_cast<int>(files.size())};
+      refit.refitted = golden_section_minimum(mape_at, 0.3, f.upper_bound, 0.002);
+      override_calibration->set_dtype(f.device, f.precision, refit.refitted);
+      for (auto& c : l.predicted)
+        if (c.device == f.device)
+          c = run_case(c.file);
+      if (!quiet)
+        fmt::print(stderr, "refitted {} gemm_efficiency_by_dtype.{} without the held-out runs: {} (shipped {}) on {} runs\n",
+                   f.device, f.precision, refit.refitted, refit.shipped, refit.fitted_on);
+      l.refits.push_back(refit);
+    }
   l.held_out      = static_cast<int>(l.predicted.size());
   l.kept          = static_cast<int>(kept.size());
   l.held_out_mape = mape_of(l.predicted);
@@ -375,8 +410,9 @@ std::string leave_out_line(const LeaveOut& l)
     std::string devices;
     for (const auto& d : r.devices)
       devices += (devices.empty() ? "" : "/") + d;
-    refits += fmt::format("{}{} gemm_efficiency {} (shipped {}, refitted on {} runs)", refits.empty() ? "" : "; ",
-                          r.framework_file.empty() ? devices : r.framework_file, r.refitted, r.shipped, r.fitted_on);
+    refits += fmt::format("{}{} gemm_efficiency{} {} (shipped {}, refitted on {} runs)", refits.empty() ? "" : "; ",
+                          r.framework_file.empty() ? devices : r.framework_file,
+                          r.precision.empty() ? "" : "_by_dtype." + r.precision, r.refitted, r.shipped, r.fitted_on);
   }
   std::string how = l.refits.empty() && l.dropped.empty() ? "as shipped (no fitted figure was fitted on them)"
                     : l.refits.empty()                    ? "predicted"
@@ -427,6 +463,8 @@ int accuracy(const AccuracyOptions& o)
                                 {"fitted_on_runs", r.fitted_on}};
         if (!r.framework_file.empty())
           refit["framework_figure"] = r.framework_file;
+        if (!r.precision.empty())
+          refit["precision"] = r.precision;
         j["left_out"]["refits"].push_back(refit);
       }
       for (const auto& c : l.predicted)

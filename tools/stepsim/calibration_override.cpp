@@ -38,6 +38,34 @@ FittedFigure fitted_figure(const std::string& device)
   return f;
 }
 
+std::vector<FittedDtypeFigure> fitted_dtype_figures(const std::string& device)
+{
+  std::vector<FittedDtypeFigure> out;
+  const fs::path calibration = fs::path(config_dir()) / "calibration" / (device + ".json");
+  std::error_code ec;
+  if (!fs::exists(calibration, ec))
+    return out;
+  const nlohmann::json c = read_json_file(calibration.string());
+  if (!c.contains("fitted_on_by_dtype") || !c["fitted_on_by_dtype"].is_object() ||
+      !c.contains("gemm_efficiency_by_dtype") || !c["gemm_efficiency_by_dtype"].is_object())
+    return out;
+  double upper           = 1; // the device file's own figure bounds the search, as fit_runs.py's
+  const nlohmann::json d = read_json_file((fs::path(config_dir()) / "devices" / (device + ".json")).string());
+  if (d.contains("calibration") && d["calibration"].contains("gemm_efficiency"))
+    upper = d["calibration"]["gemm_efficiency"].get<double>();
+  for (const auto& [precision, runs] : c["fitted_on_by_dtype"].items()) {
+    const auto& by_dtype = c["gemm_efficiency_by_dtype"];
+    if (!runs.is_array() || !by_dtype.contains(precision) || !by_dtype[precision].is_number())
+      continue;
+    FittedDtypeFigure f{device, precision, by_dtype[precision].get<double>(), upper, {}};
+    for (const auto& id : runs)
+      if (id.is_string())
+        f.fitted_on.push_back(id.get<std::string>());
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 std::vector<FrameworkFigure> framework_figures()
 {
   std::vector<FrameworkFigure> out;
@@ -101,12 +129,23 @@ CalibrationOverride::~CalibrationOverride()
   fs::remove_all(dir_, ec);
 }
 
+// Both setters start from the copy's file (the shipped one until a figure is set), so that a
+// device's common figure and a precision's own can be refitted together.
 void CalibrationOverride::set(const std::string& device, double gemm_efficiency)
 {
-  const fs::path shipped = fs::path(shipped_) / "calibration" / (device + ".json");
-  nlohmann::json c       = read_json_file(shipped.string());
-  c["gemm_efficiency"]   = gemm_efficiency;
-  std::ofstream out(fs::path(dir_) / "calibration" / (device + ".json"));
+  const fs::path file  = fs::path(dir_) / "calibration" / (device + ".json");
+  nlohmann::json c     = read_json_file(file.string());
+  c["gemm_efficiency"] = gemm_efficiency;
+  std::ofstream out(file);
+  out << c.dump(2) << "\n";
+}
+
+void CalibrationOverride::set_dtype(const std::string& device, const std::string& precision, double gemm_efficiency)
+{
+  const fs::path file                         = fs::path(dir_) / "calibration" / (device + ".json");
+  nlohmann::json c                            = read_json_file(file.string());
+  c["gemm_efficiency_by_dtype"][precision]    = gemm_efficiency;
+  std::ofstream out(file);
   out << c.dump(2) << "\n";
 }
 

@@ -23,6 +23,17 @@ struct FittedFigure {
 // its calibration file names no runs it was fitted on.
 FittedFigure fitted_figure(const std::string& device);
 
+// A precision's own figure of `device` fitted on published runs in that precision
+// (gemm_efficiency_by_dtype with its "fitted_on_by_dtype" list, tools/calibrate/fit_runs.py
+// --precision): one per precision the calibration file fitted so.
+struct FittedDtypeFigure {
+  std::string device, precision;
+  double gemm_efficiency = 0;
+  double upper_bound     = 1;
+  std::vector<std::string> fitted_on;
+};
+std::vector<FittedDtypeFigure> fitted_dtype_figures(const std::string& device);
+
 // The figures fitted for one framework on one device (calibration/DEVICE.FRAMEWORK.json, by
 // tools/calibrate/fit_framework.py): the file's name and the runs they were fitted on.
 struct FrameworkFigure {
@@ -42,6 +53,8 @@ public:
   CalibrationOverride& operator=(const CalibrationOverride&) = delete;
   // From now on, `device` runs at `gemm_efficiency` (its other calibration figures as shipped).
   void set(const std::string& device, double gemm_efficiency);
+  // From now on, `device` runs `precision`'s GEMMs at `gemm_efficiency` (gemm_efficiency_by_dtype).
+  void set_dtype(const std::string& device, const std::string& precision, double gemm_efficiency);
   // From now on, the framework figure `name` (calibration/DEVICE.FRAMEWORK.json) has this
   // gemm_efficiency (its other figures as shipped).
   void set_framework(const std::string& name, double gemm_efficiency);

@@ -210,6 +210,18 @@ private:
     });
   }
 
+  // All-gather context parallelism (workloads/parallel/context_parallel.hpp): the rank's context
+  // ranks, all of them.
+  int context_group(const RankCoord& c)
+  {
+    return group(c, [&](const RankCoord& x) {
+      std::vector<int> ranks;
+      for (int k = 0; k < layout_.context; ++k)
+        ranks.push_back(layout_.rank_of({x.tensor, k, x.data, x.pipeline}));
+      return GroupDef{fmt::format("context/pp{}/dp{}/tp{}", x.pipeline, x.data, x.tensor), std::move(ranks)};
+    });
+  }
+
   int embedding_group(const RankCoord& c)
   {
     return group(c, [&](const RankCoord& x) {
@@ -435,6 +447,7 @@ private:
       ring_.next   = layout_.rank_of({coord_.tensor, ring_next(coord_.context, cp, u), coord_.data, coord_.pipeline});
       ring_.prev   = layout_.rank_of({coord_.tensor, ring_prev(coord_.context, cp, u), coord_.data, coord_.pipeline});
       ring_.ulysses.group = u > 1 ? ulysses_group(coord_) : -1;
+      ring_.gather_group  = ring_.all_gather ? context_group(coord_) : -1;
     }
     if (!moe_layers_)
       return;

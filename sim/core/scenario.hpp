@@ -132,9 +132,12 @@ struct ParallelSpec {
   // How attention runs over the `context` ranks (workloads/parallel/context_parallel.hpp,
   // sim/input/context_parse.hpp): "ring" (K/V blocks passed around a ring, Megatron-LM's p2p),
   // "ulysses" (DeepSpeed-Ulysses: all-to-alls turn sequence shards into head shards around the
-  // attention) or "usp" (Ulysses inside groups of ulysses_degree ranks, the ring across them).
-  // ulysses_degree is the size of the all-to-all groups: 1 for ring, context for ulysses, as
-  // read for usp; the ring then has context / ulysses_degree ranks.
+  // attention), "usp" (Ulysses inside groups of ulysses_degree ranks, the ring across them) or
+  // "all_gather" (K and V all-gathered over the context ranks before attention, dK and dV
+  // reduce-scattered after it: Llama 3's context parallelism, Transformer Engine's
+  // cp_comm_type "all_gather"). ulysses_degree is the size of the all-to-all groups: 1 for ring
+  // and all_gather, context for ulysses, as read for usp; the ring then has context /
+  // ulysses_degree ranks.
   std::string context_attention = "ring";
   int ulysses_degree            = 1;
   int expert             = 1;

@@ -8,7 +8,7 @@ namespace stepsim {
 
 void read_context_attention(JsonReader& r, ParallelSpec& p)
 {
-  p.context_attention = r.text("context_attention", std::string("ring"), {"ring", "ulysses", "usp"});
+  p.context_attention = r.text("context_attention", std::string("ring"), {"ring", "ulysses", "usp", "all_gather"});
   if (p.context_attention == "usp") {
     // No default: the split of the context ranks between all-to-all and ring is the plan itself
     // (yunchang's set_seq_parallel_pg takes both degrees).

@@ -1,5 +1,5 @@
 // How attention runs over the context-parallel ranks: parallelism.context_attention ("ring",
-// "ulysses" or "usp") and parallelism.ulysses_degree (usp only), read into ParallelSpec
+// "ulysses", "usp" or "all_gather") and parallelism.ulysses_degree (usp only), read into ParallelSpec
 // (sim/core/scenario.hpp), and the head counts they need. The lowering of each is in
 // workloads/parallel/context_parallel.hpp and workloads/parallel/ulysses.hpp.
 #pragma once
@@ -10,7 +10,7 @@
 namespace stepsim {
 
 // Reads both keys from the `parallelism` object (before its reject_unknown_keys); p.context must
-// be read already. Sets p.ulysses_degree to 1 for ring and to p.context for ulysses.
+// be read already. Sets p.ulysses_degree to 1 for ring and all_gather and to p.context for ulysses.
 void read_context_attention(JsonReader& parallelism, ParallelSpec& p);
 
 // What the attention's all-to-alls need of the model: Ulysses scatters whole heads, so the heads

@@ -354,6 +354,7 @@ public:
       out.ring.context              = ring_degree(s.parallelism); // context / ulysses_degree
       out.ring.kv_bytes             = ring_kv_bytes(s);
       out.ring.ulysses              = ulysses_exchange(s); // Ulysses' all-to-alls (degree 1: none)
+      out.ring.all_gather           = s.parallelism.context_attention == "all_gather";
       custom[t.attention_forward] = custom[t.attention_recompute] = BlockKind::RingForward;
       custom[t.attention_backward]       = BlockKind::RingBackward;
       custom[t.attention_backward_input] = BlockKind::RingBackwardInput;

@@ -32,8 +32,35 @@ double ring_backward_bytes_per_layer(const Scenario& s)
   return 2.0 * ring_forward_bytes_per_layer(s);
 }
 
+namespace {
+
+// The all-gather forms (context_parallel.hpp): a collective's bytes are its whole buffer, the
+// `context` K/V blocks.
+TaskId gathered_forward(const RingAttention& r, BlockTasks& tasks, TaskId after)
+{
+  TaskId core = tasks.compute(r.works.qkv_forward, after);
+  core        = tasks.collective(Stream::Context, CollectiveOp::AllGather, r.gather_group, r.context * r.kv_bytes, core);
+  for (int step = 0; step < r.context; ++step)
+    core = tasks.compute(r.works.core_forward, core);
+  return tasks.compute(r.works.out_forward, core);
+}
+
+TaskId gathered_backward(const RingAttention& r, BlockTasks& tasks, TaskId after)
+{
+  TaskId core = tasks.compute(r.works.out_backward, after);
+  core        = tasks.collective(Stream::Context, CollectiveOp::AllGather, r.gather_group, r.context * r.kv_bytes, core);
+  for (int step = 0; step < r.context; ++step)
+    core = tasks.compute(r.works.core_backward, core);
+  core = tasks.collective(Stream::Context, CollectiveOp::ReduceScatter, r.gather_group, r.context * r.kv_bytes, core);
+  return tasks.compute(r.works.qkv_backward, core);
+}
+
+} // namespace
+
 TaskId ring_attention_forward(const RingAttention& r, BlockTasks& tasks, TaskId after, int& tag)
 {
+  if (r.all_gather)
+    return gathered_forward(r, tasks, after);
   constexpr TaskId none = ProgramBuilder::kNone;
   TaskId core  = tasks.compute(r.works.qkv_forward, after);
   core         = ulysses_qkv_all_to_alls(r.ulysses, tasks, core); // Q, K, V to head shards
@@ -59,6 +86,8 @@ TaskId ring_attention_forward(const RingAttention& r, BlockTasks& tasks, TaskId 
 
 TaskId ring_attention_backward(const RingAttention& r, BlockTasks& tasks, TaskId after, int& tag)
 {
+  if (r.all_gather)
+    return gathered_backward(r, tasks, after);
   constexpr TaskId none = ProgramBuilder::kNone;
   TaskId core  = tasks.compute(r.works.out_backward, after);
   core         = ulysses_output_all_to_all(r.ulysses, tasks, core); // dO to head shards

@@ -9,6 +9,16 @@
 // costed as one causal (s/cp)² attention block. The gradients of context ranks are reduced with
 // the data-parallel ones (workloads/lower.cpp).
 //
+// All-gather context parallelism (parallelism.context_attention "all_gather"; Llama 3, Dubey et al.
+// 2024, arXiv:2407.21783, section 3.3.2: "we first all-gather the key (K) and value (V) tensors,
+// and then compute attention output for the local query (Q) tensor chunk ... the all-gather
+// communication latency is exposed in the critical path"; Transformer Engine's cp_comm_type
+// "all_gather", AttnFuncWithCPAndKVAllGather) keeps the same load-balanced chunks and the same
+// causal work per rank, `context` blocks of (s/cp)², but moves K/V by one all-gather over the
+// context ranks that the attention waits for. Backward gathers K/V again (the gathered copy is
+// not kept) and reduce-scatters dK/dV before the QKV projection's backward: the ring's bytes, none
+// of them hidden behind the attention.
+//
 // Under Ulysses and USP (parallelism.context_attention, workloads/parallel/ulysses.hpp) the same
 // functions put the Q, K, V all-to-alls between the QKV projection and the ring, and the output's
 // between the ring and the output projection (backward: dO before the ring, dQ, dK, dV after it);
@@ -31,6 +41,8 @@ struct RingAttention {
   int prev        = -1;
   double kv_bytes = 0;  // one K and V block of the ring (ring_kv_bytes)
   UlyssesExchange ulysses; // the all-to-alls around the ring (degree 1: none)
+  bool all_gather  = false; // K/V all-gathered over the context ranks instead of passed around
+  int gather_group = -1;    // all_gather: Workload::groups index of the rank's context ranks
 };
 
 // Bytes of one K and V block per rank: 2·b·(s/context)·kv_hidden/tensor elements.

@@ -2,7 +2,10 @@
 // attention (USP, arXiv:2405.07719): the all-to-alls the lowering puts around attention against
 // the closed form of head-parallel attention, the groups (Ulysses inside, ring across), the
 // attention's shape, memory, the refusals of head counts that do not divide, ring attention left
-// as it was, the step time, and the planner trying both.
+// as it was, the step time, and the planner trying both. Then all-gather context parallelism
+// (Llama 3, arXiv:2407.21783, section 3.3.2; Transformer Engine's cp_comm_type "all_gather"): K
+// and V all-gathered over the context ranks before attention, again in backward, dK and dV
+// reduce-scattered after it, each waited for: the ring's bytes and causal work, none hidden.
 #include "support.hpp"
 
 #include "models/collectives/collective.hpp"
@@ -416,4 +419,94 @@ TEST_CASE("the planner tries Ulysses beside the ring where the heads divide, and
   }
   // At least one degree where Ulysses divides (tensor 1, context 2 and 4).
   CHECK(kinds[{1, 4}].count("ulysses") == 1);
+}
+
+TEST_CASE("all-gather context parallelism: K/V gathered forward and backward, dK/dV reduce-scattered, the ring's "
+          "bytes on the context ranks",
+          "[ulysses][context]")
+{
+  const int cp = GENERATE(2, 4);
+  const int t  = GENERATE(1, 2);
+  const int m = 3, layers = 4;
+  const Scenario s = scenario_from_json(llama_like(t, cp, 1, 3, "all_gather"));
+  const Workload w = lower(s);
+  REQUIRE(w.ranks.size() == 1);
+  const auto& r = w.ranks[0];
+  CAPTURE(cp, t);
+  // One K and V block: 2·b·(s/cp)·(query groups·head_dim)/t elements of 2 bytes; each collective's
+  // buffer is the cp blocks of the group.
+  const double block = 2.0 * (8192.0 / cp) * (8 * 64) / t * 2;
+  CHECK(ring_kv_bytes(s) == Approx(block));
+  const Traffic forward = traffic(r, TaskKind::Collective, Stream::Context, Pass::Forward);
+  CHECK(forward.tasks == layers * m);
+  CHECK(forward.bytes == Approx(layers * m * cp * block));
+  const Traffic backward = traffic(r, TaskKind::Collective, Stream::Context, Pass::Backward);
+  CHECK(backward.tasks == 2 * layers * m); // the gather again, and the reduce-scatter
+  CHECK(backward.bytes == Approx(2 * layers * m * cp * block));
+  // Nothing goes around a ring.
+  CHECK(traffic(r, TaskKind::Send, Stream::Context, Pass::Forward).tasks == 0);
+  CHECK(traffic(r, TaskKind::Send, Stream::Context, Pass::Backward).tasks == 0);
+  // The group: the cp context ranks of the rank's tensor index (rank = tensor + t·context).
+  std::set<int> groups;
+  std::set<CollectiveOp> ops;
+  for (auto v : boost::make_iterator_range(boost::vertices(r.graph))) {
+    const Task& task = r.graph[v];
+    if (task.kind == TaskKind::Collective && task.stream == Stream::Context) {
+      groups.insert(task.group);
+      ops.insert(task.op);
+    }
+  }
+  REQUIRE(groups.size() == 1);
+  std::vector<int> expected;
+  for (int c = 0; c < cp; ++c)
+    expected.push_back(c * t);
+  CHECK(w.groups[static_cast<size_t>(*groups.begin())].ranks == expected);
+  CHECK(ops == std::set<CollectiveOp>{CollectiveOp::AllGather, CollectiveOp::ReduceScatter});
+  // The same causal work as the ring: cp attention cores per layer, micro-batch and pass.
+  const Workload ring = lower(scenario_from_json(llama_like(t, cp, 1, 3, "ring")));
+  auto cores          = [](const Workload& wl, Pass pass) {
+    int n = 0;
+    for (auto v : boost::make_iterator_range(boost::vertices(wl.ranks[0].graph))) {
+      const Task& task = wl.ranks[0].graph[v];
+      if (task.kind == TaskKind::Compute && task.pass == pass && task.work >= 0 &&
+          wl.works[static_cast<size_t>(task.work)].name.rfind("attention_core", 0) == 0)
+        ++n;
+    }
+    return n;
+  };
+  CHECK(cores(w, Pass::Forward) == cp * layers * m);
+  CHECK(cores(w, Pass::Forward) == cores(ring, Pass::Forward));
+  CHECK(cores(w, Pass::Backward) == cores(ring, Pass::Backward));
+}
+
+TEST_CASE("all-gather context parallelism waits for its transfers, which the ring hides behind the attention",
+          "[ulysses][context]")
+{
+  auto run = [](const std::string& attention) {
+    nlohmann::json doc         = llama_like(1, 4, 1, 3, attention);
+    doc["model"]["seq_length"] = 32768;
+    doc["model"]["num_layers"] = 2;
+    return simulate_isolated(scenario_from_json(doc));
+  };
+  const Report ring = run("ring"), gathered = run("all_gather");
+  CAPTURE(ring.step_time_s, gathered.step_time_s, gathered.comm_s, gathered.exposed_comm_s, ring.exposed_comm_s);
+  REQUIRE(std::isfinite(gathered.step_time_s));
+  CHECK(gathered.comm_s > 0);
+  CHECK(gathered.exposed_comm_s > 0.9 * gathered.comm_s);
+  CHECK(ring.exposed_comm_s < 0.5 * ring.comm_s);
+  CHECK(gathered.step_time_s > ring.step_time_s);
+}
+
+TEST_CASE("all-gather context parallelism takes no ulysses_degree and keeps the ring's load-balanced cut",
+          "[ulysses][context]")
+{
+  nlohmann::json doc                   = llama_like(1, 4, 1, 3, "all_gather");
+  doc["parallelism"]["ulysses_degree"] = 2;
+  CHECK_THAT(problems(doc), Catch::Contains("parallelism.ulysses_degree: is the all-to-all group size of "
+                                            "context_attention \"usp\", but context_attention is \"all_gather\""));
+  doc = llama_like(1, 4, 1, 3, "all_gather");
+  doc["model"]["seq_length"] = 8196;
+  CHECK_THAT(problems(doc), Catch::Contains("is not divisible by 2 × context 4"));
+  doc = llama_like(1, 4, 1, 3, "all-gather");
+  CHECK_THAT(problems(doc), Catch::Contains("parallelism.context_attention"));
 }

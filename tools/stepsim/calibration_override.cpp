@@ -142,9 +142,9 @@ void CalibrationOverride::set(const std::string& device, double gemm_efficiency)
 
 void CalibrationOverride::set_dtype(const std::string& device, const std::string& precision, double gemm_efficiency)
 {
-  const fs::path file                         = fs::path(dir_) / "calibration" / (device + ".json");
-  nlohmann::json c                            = read_json_file(file.string());
-  c["gemm_efficiency_by_dtype"][precision]    = gemm_efficiency;
+  const fs::path file                      = fs::path(dir_) / "calibration" / (device + ".json");
+  nlohmann::json c                         = read_json_file(file.string());
+  c["gemm_efficiency_by_dtype"][precision] = gemm_efficiency;
   std::ofstream out(file);
   out << c.dump(2) << "\n";
 }

@@ -51,9 +51,11 @@ public:
   ~CalibrationOverride();
   CalibrationOverride(const CalibrationOverride&)            = delete;
   CalibrationOverride& operator=(const CalibrationOverride&) = delete;
-  // From now on, `device` runs at `gemm_efficiency` (its other calibration figures as shipped).
+  // From now on, `device` runs at `gemm_efficiency` (its other calibration figures as shipped, or
+  // as set_dtype set them).
   void set(const std::string& device, double gemm_efficiency);
-  // From now on, `device` runs `precision`'s GEMMs at `gemm_efficiency` (gemm_efficiency_by_dtype).
+  // From now on, `device` runs `precision`'s GEMMs at `gemm_efficiency` (gemm_efficiency_by_dtype),
+  // its other figures as they were.
   void set_dtype(const std::string& device, const std::string& precision, double gemm_efficiency);
   // From now on, the framework figure `name` (calibration/DEVICE.FRAMEWORK.json) has this
   // gemm_efficiency (its other figures as shipped).

@@ -428,7 +428,7 @@ TEST_CASE("all-gather context parallelism: K/V gathered forward and backward, dK
   const int cp = GENERATE(2, 4);
   const int t  = GENERATE(1, 2);
   const int m = 3, layers = 4;
-  const Scenario s = scenario_from_json(llama_like(t, cp, 1, 3, "all_gather"));
+  const Scenario s = scenario_from_json(llama_like(t, cp, 1, m, "all_gather"));
   const Workload w = lower(s);
   REQUIRE(w.ranks.size() == 1);
   const auto& r = w.ranks[0];
@@ -463,7 +463,7 @@ TEST_CASE("all-gather context parallelism: K/V gathered forward and backward, dK
   CHECK(w.groups[static_cast<size_t>(*groups.begin())].ranks == expected);
   CHECK(ops == std::set<CollectiveOp>{CollectiveOp::AllGather, CollectiveOp::ReduceScatter});
   // The same causal work as the ring: cp attention cores per layer, micro-batch and pass.
-  const Workload ring = lower(scenario_from_json(llama_like(t, cp, 1, 3, "ring")));
+  const Workload ring = lower(scenario_from_json(llama_like(t, cp, 1, m, "ring")));
   auto cores          = [](const Workload& wl, Pass pass) {
     int n = 0;
     for (auto v : boost::make_iterator_range(boost::vertices(wl.ranks[0].graph))) {

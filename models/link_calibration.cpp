@@ -67,6 +67,45 @@ void read_nic_kinds(JsonReader kinds, LinkEfficiency& e)
   kinds.reject_unknown_keys();
 }
 
+// "protocols.tree": NCCL's tree beyond the ring (LinkEfficiency::tree_step_between_s). links.json
+// (`full`) gives its step between nodes per protocol and its bandwidth factor; a cluster's own
+// calibration file the steps it fitted, each left out keeping links.json's.
+void read_tree(JsonReader tree, LinkEfficiency& e, bool full)
+{
+  if (full && !tree.has("bandwidth_factor"))
+    return; // a links.json of before the tree's figures: the tree costs what the ring does
+  JsonReader step = tree.object("step_between_nodes", full);
+  for (size_t i = 0; i < e.tree_step_between_s.size(); ++i) {
+    const char* name = i == 0 ? "LL" : i == 1 ? "LL128" : "Simple";
+    e.tree_step_between_s[i] = step.time(name, e.tree_step_between_s[i]);
+    if (e.tree_step_between_s[i] > 1e-3)
+      tree.problems().add(step.path_of(name), "expected a per-step latency below 1 ms");
+  }
+  step.raw("source");
+  step.reject_unknown_keys();
+  tree.raw("source");
+  if (full) {
+    e.tree_bandwidth_factor = tree.number("bandwidth_factor", 1.0, 0, true);
+    if (e.tree_bandwidth_factor > 1)
+      tree.problems().add(tree.path_of("bandwidth_factor"), "expected a fraction no larger than 1");
+    // NVLS-tree's trees take the tree's Simple step unless protocols.nvls_tree gives their own.
+    e.nvls_tree_step_between_s = e.tree_step_between_s[2];
+    return; // links.json's entry holds more for people (notes, sources per figure)
+  }
+  tree.reject_unknown_keys();
+}
+
+// "protocols.nvls_tree": NVLS-tree's own step between nodes (LinkEfficiency::nvls_tree_step_between_s).
+void read_nvls_tree(JsonReader nvls_tree, LinkEfficiency& e)
+{
+  e.nvls_tree_step_between_s = nvls_tree.time("step_between_nodes", e.nvls_tree_step_between_s);
+  if (e.nvls_tree_step_between_s > 1e-3)
+    nvls_tree.problems().add(nvls_tree.path_of("step_between_nodes"), "expected a per-step latency below 1 ms");
+  nvls_tree.text("step_between_nodes_source", std::string());
+  nvls_tree.raw("notes");
+  nvls_tree.reject_unknown_keys();
+}
+
 // link[key] = {"H100-SXM": figure, "H100-SXM_source": "..."}: a figure and its source per
 // catalogue device, each figure read by `read` into `out`.
 void read_by_gpu(JsonReader& link, const char* key, std::map<std::string, double>& out,
@@ -167,8 +206,6 @@ LinkEfficiency load_link_efficiency()
     JsonReader protocols = r.object("protocols");
     protocols.raw("description");
     protocols.raw("source");
-    protocols.raw("tree");      // read by models/collectives/protocol.cpp
-    protocols.raw("nvls_tree"); // read by models/collectives/protocol.cpp
     const char* names[] = {"LL", "LL128", "Simple"};
     for (size_t i = 0; i < e.protocols.size(); ++i) {
       JsonReader p      = protocols.object(names[i], true);
@@ -192,6 +229,10 @@ LinkEfficiency load_link_efficiency()
       p.raw("source");
       p.reject_unknown_keys();
     }
+    if (protocols.has("tree"))
+      read_tree(protocols.object("tree"), e, true);
+    if (protocols.has("nvls_tree"))
+      read_nvls_tree(protocols.object("nvls_tree"), e);
     protocols.reject_unknown_keys();
     e.protocols_loaded = true;
   }
@@ -326,6 +367,11 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
       const char* names[]  = {"LL", "LL128", "Simple"};
       for (const char* name : names)
         protocols.raw(name);
+      // The tree's and NVLS-tree's steps between nodes, where the cluster's fit set them.
+      if (protocols.has("tree"))
+        read_tree(protocols.object("tree"), e, false);
+      if (protocols.has("nvls_tree"))
+        read_nvls_tree(protocols.object("nvls_tree"), e);
       for (size_t i = 0; i < e.protocols.size(); ++i) {
         if (!protocols.has(names[i]))
           continue;

@@ -71,6 +71,15 @@ struct LinkEfficiency {
   // none (collectives then run without protocol costs).
   bool protocols_loaded = false;
   std::array<ProtocolCost, 3> protocols{};
+  // NCCL's tree beyond the ring on the same links (links.json protocols.tree, read by
+  // models/collectives/protocol.cpp): its extra latency per step between nodes, per protocol in
+  // the order above (hwLat[NET][TREE] above hwLat[NET][RING], and what a cluster's proxy and PCIe
+  // hops to its NICs add), and the bus bandwidth factor NCCL's tuner gives it. NVLS-tree's trees
+  // across nodes have a step of their own (protocols.nvls_tree), the tree's Simple one where the
+  // file gives none. A cluster's own fit (`stepsim calibrate network`) may set the steps.
+  std::array<double, 3> tree_step_between_s{};
+  double tree_bandwidth_factor    = 1;
+  double nvls_tree_step_between_s = 0;
   // Per NIC kind (links.json "nic_kinds"); a kind missing here (no "nic_kinds" in the file) takes
   // `nic` and `nic_step_s`, which are infiniband's.
   std::map<std::string, NicKindCost> nic_kinds;
@@ -84,7 +93,8 @@ LinkEfficiency load_link_efficiency();
 const LinkEfficiency& link_efficiency();
 
 // A cluster's own calibration (`stepsim calibrate network -o FILE`): links.json's entries it holds
-// (nvswitch, nvlink, pcie, nic, nic_kinds.<kind>, collective_base_latency, protocols.<name>.base_latency)
+// (nvswitch, nvlink, pcie, nic, nic_kinds.<kind>, collective_base_latency, protocols.<name>.base_latency,
+// protocols.tree and protocols.nvls_tree step_between_nodes)
 // laid over `base`. InputError names `named_by` (the option or scenario key), the file and the JSON
 // path.
 LinkEfficiency load_network_calibration(const std::string& file, const LinkEfficiency& base,

@@ -2,13 +2,11 @@
 
 #include "models/device.hpp"
 #include "sim/core/input_error.hpp"
-#include "sim/input/json_reader.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -36,64 +34,13 @@ std::optional<Protocol> protocol_named(const std::string& name)
 
 const ProtocolCost& protocol_cost(Protocol p) { return link_efficiency().protocols[static_cast<size_t>(p)]; }
 
-namespace {
-
-// What NCCL's tree costs beyond the ring on the same links (links.json protocols.tree): its
-// inter-node hop latency per protocol (hwLat[NET][TREE] above hwLat[NET][RING]) and its bus
-// bandwidth factor (tuning.cc: busBw * .92). NVLS-tree's trees across nodes have a hop latency
-// of their own (links.json protocols.nvls_tree; it runs Simple only), which takes the tree's
-// Simple figure where the file gives none.
-struct TreeCost {
-  std::array<double, 3> step_between_s{};
-  double bandwidth_factor = 1;
-  double nvls_tree_step_between_s = 0;
-};
-
-const TreeCost& tree_cost()
-{
-  static const TreeCost cost = [] {
-    TreeCost c;
-    const std::string file = config_dir() + "/calibration/links.json";
-    if (!std::filesystem::exists(file))
-      return c;
-    nlohmann::json doc = read_json_file(file);
-    Problems problems;
-    JsonReader r(doc, file, problems);
-    JsonReader tree = r.object("protocols").object("tree");
-    if (!tree.has("bandwidth_factor"))
-      return c;
-    JsonReader step = tree.object("step_between_nodes", true);
-    for (Protocol p : kProtocols)
-      c.step_between_s[static_cast<size_t>(p)] = step.time(protocol_name(p), 0.0);
-    c.bandwidth_factor = tree.number("bandwidth_factor", 1.0, 0, true);
-    if (c.bandwidth_factor > 1)
-      problems.add(tree.path_of("bandwidth_factor"), "expected a fraction no larger than 1");
-    c.nvls_tree_step_between_s = c.step_between_s[static_cast<size_t>(Protocol::Simple)];
-    JsonReader protocols = r.object("protocols");
-    if (protocols.has("nvls_tree")) {
-      JsonReader nvls_tree         = protocols.object("nvls_tree");
-      c.nvls_tree_step_between_s = nvls_tree.time("step_between_nodes", 0.0);
-      if (c.nvls_tree_step_between_s > 1e-3)
-        problems.add(nvls_tree.path_of("step_between_nodes"), "expected a per-step latency below 1 ms");
-      nvls_tree.text("step_between_nodes_source");
-      nvls_tree.raw("notes");
-      nvls_tree.reject_unknown_keys();
-    }
-    problems.throw_if_any();
-    return c;
-  }();
-  return cost;
-}
-
-} // namespace
-
 const CollectiveAlgorithm& with_protocol(const CollectiveAlgorithm& base, Protocol p)
 {
   static std::map<std::pair<const CollectiveAlgorithm*, Protocol>, std::unique_ptr<CollectiveAlgorithm>> made;
   auto& slot = made[{&base, p}];
   if (!slot) {
     // The bytes on the wire, as the protocol's lines carry them. NCCL's tuner also takes .92 of
-    // the tree's bandwidth (tree_cost().bandwidth_factor), an estimate for its choice only
+    // the tree's bandwidth (link_efficiency().tree_bandwidth_factor), an estimate for its choice only
     // (fastest below): what the tree achieves comes from its flows.
     const double wire = protocol_cost(p).wire_factor;
     slot              = std::make_unique<CollectiveAlgorithm>(base);
@@ -173,8 +120,8 @@ static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, con
   // tree's per protocol, NVLS-tree's its own (fitted on its published scaling curves).
   const bool nvls_tree = a.bare->nccl == NcclAlgorithm::NvlsTree;
   const bool tree      = a.bare->nccl == NcclAlgorithm::Tree || nvls_tree;
-  const double tree_hop = nvls_tree ? tree_cost().nvls_tree_step_between_s
-                          : tree    ? tree_cost().step_between_s[static_cast<size_t>(a.protocol)]
+  const double tree_hop = nvls_tree ? link_efficiency().nvls_tree_step_between_s
+                          : tree    ? link_efficiency().tree_step_between_s[static_cast<size_t>(a.protocol)]
                                     : 0.0;
   const double between  = g.inter.latency_s > 0 ? c.step_between_s + tree_hop : 0.0;
   // The pipelined algorithms (the trees, NVLS-tree, CollNet) pay these once per hop of their
@@ -269,11 +216,11 @@ double tuner_tree_bandwidth_seconds(double bare_ring_s, Protocol p, const GroupS
 {
   if (p == Protocol::LL && bare_ring_s > 0) {
     const double ring_bus = 2.0 * (g.n - 1) / g.n * bytes / bare_ring_s;
-    const double bus = std::min(ring_bus * tree_graph_factor(g) * tree_cost().bandwidth_factor / 3.8,
+    const double bus = std::min(ring_bus * tree_graph_factor(g) * link_efficiency().tree_bandwidth_factor / 3.8,
                                 ll_max_bus_bandwidth(g));
     return bytes / (bus * 0.5 * tree_correction(p, bytes));
   }
-  return bare_ring_s * protocol_cost(p).wire_factor * g.n / (g.n - 1) / tree_cost().bandwidth_factor /
+  return bare_ring_s * protocol_cost(p).wire_factor * g.n / (g.n - 1) / link_efficiency().tree_bandwidth_factor /
          tree_graph_factor(g) / tree_correction(p, bytes);
 }
 

@@ -32,6 +32,9 @@ struct Case {
 
 // The rows of 8 KiB-1 MiB each candidate times (of each log): nccl-tests' doubling sizes give 8.
 constexpr size_t kSmallRowsTimed = 8;
+// The search's bound on the tree's step between nodes (fit_link): four times the 9.5 us of
+// links.json's, fitted on the slowest cluster in hand (Azure NDv4 VMs).
+constexpr double kMostTreeStep = 40e-6;
 // The search's bound on LL's effective wire factor (fit_link): 64 is LL on 1 of 8 channels at
 // a quarter of the bandwidth, twice over.
 constexpr double kMostLlWire = 64;
@@ -145,46 +148,81 @@ void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, 
 {
   // Where `auto` runs NVLS (NVLink SHARP) the switch's reduction rate bounds a large all-reduce,
   // not the links: that figure (links.json nvswitch.in_switch_reduction) is the one to scale.
-  auto large_round = [&](int rounds) {
-    double best_error = std::numeric_limits<double>::infinity();
-    LinkEfficiency best = e;
-    for (int round = 0; round < rounds; ++round) {
-      double log_ratio = 0, error = 0;
-      int n = 0, nvls = 0;
-      for (Case* c : cases) {
-        const auto rows = sample(c->fit->log, in_large, 3);
-        std::vector<double> sizes;
-        for (auto* r : rows)
-          sizes.push_back(r->bytes);
-        std::vector<std::string> picked;
-        const auto predicted = model_us(*c, e, sizes, &picked);
-        for (size_t i = 0; i < rows.size(); ++i, ++n) {
-          log_ratio += std::log(predicted[i] / rows[i]->time_us);
-          error += std::abs(predicted[i] / rows[i]->time_us - 1);
-          nvls += picked[i].rfind("nvls", 0) == 0 ? 1 : 0;
-        }
-      }
-      if (n == 0)
-        return;
-      if (error < best_error) {
-        best_error = error;
-        best       = e;
-      }
-      const double ratio = std::exp(log_ratio / n);
-      if (std::abs(ratio - 1) < 0.003)
-        break;
-      if (link == "nvswitch" && 2 * nvls > n && e.nvls_reduction_for(cases.front()->platform.node_groups.front().gpu) > 0) {
-        // The cluster's own figure, from its GPU's (an NVSwitch generation may have its own):
-        // the calibration file's one figure then holds for its GPUs.
-        e.nvls_reduction_Bps = e.nvls_reduction_for(cases.front()->platform.node_groups.front().gpu) * ratio;
-        e.nvls_reduction_by_gpu_Bps.clear();
-      } else {
-        LinkFigures f = figures_of(e, link);
-        f.efficiency  = std::clamp(f.efficiency * ratio, 0.01, 1.0);
-        set_figures(e, link, f);
+  // Across nodes NVLS-tree is bounded by the slower of the switch's reduction and the NICs: each
+  // round then scales whichever of the two brings the rows closer (scaling the NIC of a run the
+  // switch bounds would only lower it until it binds, and miss the rows between).
+  struct Large {
+    double log_ratio = 0, error = 0;
+    int n = 0, nvls = 0;
+  };
+  auto large_rows = [&](const LinkEfficiency& candidate) {
+    Large out;
+    for (Case* c : cases) {
+      const auto rows = sample(c->fit->log, in_large, 3);
+      std::vector<double> sizes;
+      for (auto* r : rows)
+        sizes.push_back(r->bytes);
+      std::vector<std::string> picked;
+      const auto predicted = model_us(*c, candidate, sizes, &picked);
+      for (size_t i = 0; i < rows.size(); ++i, ++out.n) {
+        out.log_ratio += std::log(predicted[i] / rows[i]->time_us);
+        out.error += std::abs(predicted[i] / rows[i]->time_us - 1);
+        out.nvls += picked[i].rfind("nvls", 0) == 0 ? 1 : 0;
       }
     }
-    // The last step is not timed unless it met the tolerance: keep the best one timed.
+    return out;
+  };
+  const std::string& gpu = cases.front()->platform.node_groups.front().gpu;
+  auto scale_reduction   = [&gpu](LinkEfficiency& candidate, double ratio) {
+    // The cluster's own figure, from its GPU's (an NVSwitch generation may have its own): the
+    // calibration file's one figure then holds for its GPUs.
+    candidate.nvls_reduction_Bps = candidate.nvls_reduction_for(gpu) * ratio;
+    candidate.nvls_reduction_by_gpu_Bps.clear();
+  };
+  auto scale_link = [&link](LinkEfficiency& candidate, double ratio) {
+    LinkFigures f = figures_of(candidate, link);
+    f.efficiency  = std::clamp(f.efficiency * ratio, 0.01, 1.0);
+    set_figures(candidate, link, f);
+  };
+  auto large_round = [&](int rounds) {
+    double best_error   = std::numeric_limits<double>::infinity();
+    LinkEfficiency best = e;
+    Large now           = large_rows(e);
+    for (int round = 0; round < rounds; ++round) {
+      if (now.n == 0)
+        return;
+      if (now.error < best_error) {
+        best_error = now.error;
+        best       = e;
+      }
+      const double ratio = std::exp(now.log_ratio / now.n);
+      if (std::abs(ratio - 1) < 0.003)
+        break;
+      const bool switch_bounds = 2 * now.nvls > now.n && e.nvls_reduction_for(gpu) > 0;
+      if (switch_bounds && link == "nvswitch") {
+        scale_reduction(e, ratio);
+        now = large_rows(e);
+      } else if (switch_bounds) {
+        LinkEfficiency by_switch = e, by_link = e;
+        scale_reduction(by_switch, ratio);
+        scale_link(by_link, ratio);
+        const Large a = large_rows(by_switch), b = large_rows(by_link);
+        if (a.error < b.error) {
+          e   = by_switch;
+          now = a;
+        } else {
+          e   = by_link;
+          now = b;
+        }
+      } else {
+        scale_link(e, ratio);
+        now = large_rows(e);
+      }
+    }
+    if (now.n > 0 && now.error < best_error) {
+      best_error = now.error;
+      best       = e;
+    }
     if (!(best_error == std::numeric_limits<double>::infinity()))
       e = best;
   };
@@ -288,16 +326,33 @@ void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, 
   // LL128's the same way, from its 128/120 (links.json): the channels a message of a few hundred
   // KiB runs on.
   auto set_ll128_wire = [&](LinkEfficiency& candidate, double factor) { candidate.protocols[1].wire_factor = factor; };
+  // Between nodes, the tree's own step (links.json protocols.tree.step_between_nodes): `auto`
+  // runs the tree on most small messages across nodes, and what each of its hops costs beyond the
+  // ring's (NCCL's proxy, the PCIe hops to the NIC) is the cluster's: 9.5 us fitted on Azure NDv4
+  // VMs, where bare-metal H100 nodes on NDR take far less. Moved alike for every protocol, so
+  // that NCCL's differences between them stay.
+  const bool across  = link != "nvswitch" && link != "nvlink" && link != "pcie";
+  const auto tree_at = e.tree_step_between_s;
+  auto set_tree_step = [tree_at](LinkEfficiency& candidate, double ll) {
+    for (size_t i = 0; i < tree_at.size(); ++i)
+      candidate.tree_step_between_s[i] = std::max(0.0, tree_at[i] + ll - tree_at[0]);
+  };
   Trial best;
   if (fit_base && e.protocols_loaded) {
     search(1, kMostLlWire, e.protocols[0].wire_factor, set_ll_wire);
     search(1, kMostLlWire, e.protocols[1].wire_factor, set_ll128_wire);
     const double step_was = figures_of(e, link).step_s;
     best                  = search(0, 20e-6, step_was, set_step);
-    if (std::abs(figures_of(e, link).step_s - step_was) > 0.1e-6) // it moved: LL's figure again
+    const double tree_was = e.tree_step_between_s[0];
+    if (across)
+      best = search(0, kMostTreeStep, tree_was, set_tree_step);
+    if (std::abs(figures_of(e, link).step_s - step_was) > 0.1e-6 ||
+        std::abs(e.tree_step_between_s[0] - tree_was) > 0.1e-6) // they moved: LL's figure again
       best = search(1, kMostLlWire, e.protocols[0].wire_factor, set_ll_wire);
   } else {
     best = search(0, 20e-6, figures_of(e, link).step_s, set_step);
+    if (across)
+      best = search(0, kMostTreeStep, e.tree_step_between_s[0], set_tree_step);
   }
   shift_base(e, best.shift_s);
   large_round(2); // the small-message figures move the 64 MiB rows a little
@@ -509,6 +564,9 @@ NetworkFit fit_network(const NetworkFitRequest& request)
   for (size_t p = 0; p < 2; ++p) // LL and LL128
     rounded.protocols[p].wire_factor = round_to(e.protocols[p].wire_factor, 1e-3);
   rounded.nvls_reduction_Bps = round_to(e.nvls_reduction_Bps, 1e8);
+  for (size_t p = 0; p < rounded.tree_step_between_s.size(); ++p) // where the fit moved them
+    if (e.tree_step_between_s[p] != fit.before.tree_step_between_s[p])
+      rounded.tree_step_between_s[p] = round_to(e.tree_step_between_s[p], 1e-8); // as us_text writes it
   shift_base(rounded, shift);
   fit.after = rounded;
 
@@ -570,6 +628,15 @@ NetworkFit fit_network(const NetworkFitRequest& request)
                       "gives them), fitted on the 8 KiB-1 MiB rows of {} (links.json: {:g})",
                       name, logs_text, fit.before.protocols[p].wire_factor);
     }
+  if (fit.after.tree_step_between_s != fit.before.tree_step_between_s) {
+    const char* names[] = {"LL", "LL128", "Simple"};
+    auto& step          = file["protocols"]["tree"]["step_between_nodes"];
+    for (size_t p = 0; p < fit.after.tree_step_between_s.size(); ++p)
+      step[names[p]] = us_text(fit.after.tree_step_between_s[p]);
+    step["source"] = fmt::format("the tree's latency per hop between nodes on this cluster, fitted on the 8 KiB-1 MiB "
+                                 "rows of {} (links.json: LL {}; every protocol moved alike)",
+                                 logs_text, us_text(fit.before.tree_step_between_s[0]));
+  }
   if (!launch_logs.empty()) {
     file["nccl_group_launch"]["per_gpu"] = us_text(fit.after.group_launch_per_gpu_s);
     file["nccl_group_launch"]["per_gpu_source"] =
@@ -580,7 +647,7 @@ NetworkFit fit_network(const NetworkFitRequest& request)
   if (fit.after.nvls_reduction_Bps != fit.before.nvls_reduction_Bps) {
     file["nvswitch"]["in_switch_reduction"] = fmt::format("{:.1f}GBps", fit.after.nvls_reduction_Bps / 1e9);
     file["nvswitch"]["in_switch_reduction_source"] =
-        fmt::format("fitted on the rows of 64 MiB and more of {}, where `auto` runs NVLS", logs_text);
+        fmt::format("fitted on the rows of 64 MiB and more of {}, where `auto` runs NVLS or NVLS-tree", logs_text);
   }
   if (shift != 0) {
     const std::string source = fmt::format("links.json's shifted by {:+.4g} us, fitted on the 8 KiB-1 MiB rows of {}",

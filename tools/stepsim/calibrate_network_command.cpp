@@ -85,6 +85,7 @@ int run_network(const NetworkOptions& o)
     figure(("nic_kinds." + kind + " step").c_str(), was.step_s, cost.step_s, true);
   }
   figure("nvswitch reduction GB/s", b.nvls_reduction_Bps / 1e9, a.nvls_reduction_Bps / 1e9, false);
+  figure("tree step (LL)", b.tree_step_between_s[0], a.tree_step_between_s[0], true);
   figure("LL wire bytes per byte", b.protocols[0].wire_factor, a.protocols[0].wire_factor, false);
   figure("LL128 wire bytes/byte", b.protocols[1].wire_factor, a.protocols[1].wire_factor, false);
   figure("base latency (ring/LL)", b.protocols_loaded ? b.protocols[0].base_ring_s : b.collective_base_latency_s,

@@ -102,6 +102,10 @@ void read_nvls_tree(JsonReader nvls_tree, LinkEfficiency& e)
   if (e.nvls_tree_step_between_s > 1e-3)
     nvls_tree.problems().add(nvls_tree.path_of("step_between_nodes"), "expected a per-step latency below 1 ms");
   nvls_tree.text("step_between_nodes_source", std::string());
+  e.nvls_tree_switch_share = nvls_tree.number("switch_share", e.nvls_tree_switch_share, 0, true);
+  if (e.nvls_tree_switch_share > 1)
+    nvls_tree.problems().add(nvls_tree.path_of("switch_share"), "expected a fraction no larger than 1");
+  nvls_tree.text("switch_share_source", std::string());
   nvls_tree.raw("notes");
   nvls_tree.reject_unknown_keys();
 }

@@ -80,6 +80,11 @@ struct LinkEfficiency {
   std::array<double, 3> tree_step_between_s{};
   double tree_bandwidth_factor    = 1;
   double nvls_tree_step_between_s = 0;
+  // The fraction of the NVSwitch's reduction rate (nvls_reduction_for) that NVLS-tree's switch
+  // part reaches across nodes (protocols.nvls_tree.switch_share): its channels give 4 of their
+  // warps to the tree's broadcast, leaving fewer to the copies in and out of the switch than one
+  // node's NVLS has.
+  double nvls_tree_switch_share = 1;
   // Per NIC kind (links.json "nic_kinds"); a kind missing here (no "nic_kinds" in the file) takes
   // `nic` and `nic_step_s`, which are infiniband's.
   std::map<std::string, NicKindCost> nic_kinds;

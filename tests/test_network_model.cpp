@@ -370,8 +370,10 @@ TEST_CASE("stepsim collective: NCCL's algorithms across nodes and the DGX-1's ri
   CHECK(h100.at("rows")[0].at("picked") == "nvls_tree/Simple");
   const double nvls_tree = h100.at("rows")[0].at("busbw_GBps").get<double>();
   CHECK(nvls_tree == Approx(468).epsilon(0.15));
+  // The ring is NIC-bound, as everything is on four such nodes: issue309's four nodes measure
+  // 365 GB/s at 8 GiB, 1.28 times less.
   const auto ring = run_collective_json("--preset dgx-h100 --nodes 2 --sizes 8GiB --algorithm ring");
-  CHECK(nvls_tree > 1.3 * ring.at("rows")[0].at("busbw_GBps").get<double>());
+  CHECK(nvls_tree > 1.2 * ring.at("rows")[0].at("busbw_GBps").get<double>());
   // DGX-1 (V100 hybrid cube mesh): six rings over the NVLinks, not one through PCIe-speed hops;
   // ASTRA-sim's validation page measures 512 MiB in 6,955 us with NCCL, 135 GB/s busbw.
   const auto dgx1 = run_collective_json("--preset dgx1-v100 --gpus 8 --sizes 512MiB --algorithm ring");

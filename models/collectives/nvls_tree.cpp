@@ -24,6 +24,12 @@
 // slower, in each direction), in one transfer that runs alongside the trees' chunks (it shares no
 // link with them: a GPU reaches its NIC without crossing the NVSwitch). Its start-up is paid by
 // the trees' first chunk, as NCCL's NVLS part starts with its first chunk too.
+// The switch part reaches less of the switch's reduction rate than one node's NVLS does
+// (links.json protocols.nvls_tree.switch_share, fitted on the two-node H100 curves): with a tree
+// above it, each NVLS_TREE channel gives 4 of its 20 warps to the broadcast from the network,
+// leaving 6 and 5 to the scatter into the switch and the gather out of it, against 8 and 7 on one
+// node (src/device/all_reduce.h, RunWorkColl<..., NCCL_ALGO_NVLS_TREE> and <..., NCCL_ALGO_NVLS>,
+// the same split since NCCL 2.18). Beyond two nodes the NICs bound it first.
 // Needs at least two nodes with the same number (>= 2) of members each, every node's switch
 // reducing; all-reduce only.
 #include "models/collectives/collective.hpp"
@@ -62,6 +68,9 @@ int tree_lanes(const GroupShape& g)
 }
 
 int lanes(CollectiveOp, const GroupShape& g, double) { return tree_lanes(g) + 1; }
+
+// The rate at which the switch part reduces S, bytes per second (0: no limit beyond the links).
+double switch_reduction(const GroupShape& g) { return nvls_reduction(g) * link_efficiency().nvls_tree_switch_share; }
 
 // NCCL's NVLS_TREE chunking (src/enqueue.cc, calcCollChunking, NCCL 2.2x): a chunk of NVLS's
 // chunk size (NCCL_NVLS_CHUNKSIZE, 128 KiB), at most 64 KiB on 4 nodes or more
@@ -102,7 +111,7 @@ double fill_seconds(const GroupShape& g, double bytes)
   int depth = 0;
   while ((1 << depth) < g.nodes())
     ++depth;
-  double rate = nvls_reduction(g); // of S per second
+  double rate = switch_reduction(g); // of S per second
   if (g.inter.bandwidth_Bps > 0) {
     const double nics = g.per_node * g.inter.bandwidth_Bps; // each head's share through its NIC
     rate              = rate > 0 ? std::min(rate, nics) : nics;
@@ -124,7 +133,7 @@ int steps(CollectiveOp op, const GroupShape& g, double bytes)
 double switch_bytes(const GroupShape& g, double bytes)
 {
   const double links     = bytes * (1.0 + 1.0 / g.per_node);
-  const double reduction = nvls_reduction(g);
+  const double reduction = switch_reduction(g);
   if (reduction > 0 && g.intra.bandwidth_Bps > 0)
     return std::max(links, bytes * g.intra.bandwidth_Bps / reduction);
   return links;

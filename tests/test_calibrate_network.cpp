@@ -82,6 +82,29 @@ Fitted fit_log(const std::string& log, const std::string& file_name)
   return f;
 }
 
+// `stepsim collective ARGS --json -` on links.json and with the calibration file `file`: their
+// JSON answers.
+std::pair<nlohmann::json, nlohmann::json> shipped_and_calibrated(const std::string& args, const std::string& file)
+{
+  const auto plain  = testing::run_stepsim("collective " + args + " --json -");
+  const auto fitted = testing::run_stepsim("collective " + args + " --json - --network-calibration " + file);
+  INFO(plain.output << fitted.output);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(fitted.exit_code == 0);
+  return {nlohmann::json::parse(plain.output), nlohmann::json::parse(fitted.output)};
+}
+
+// `stepsim collective` with a calibration file holding `text`, which it must refuse (exit 2): its
+// output.
+std::string refused_calibration(const std::string& name, const std::string& text)
+{
+  const auto file = testing::write_temp_file(name, text);
+  const auto r    = testing::run_stepsim("collective --preset dgx-h100 --sizes 1MB --network-calibration " + file);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  return r.output;
+}
+
 double busbw_at(const nlohmann::json& out, double bytes)
 {
   for (const auto& row : out.at("rows"))
@@ -216,14 +239,9 @@ TEST_CASE("calibrate network: the fit brings a multi-node log within 5 % (>= 64 
   CHECK(file.at("fit").at("mape_large_before_pct").get<double>() > 20); // it was far off before
 
   // The file changes `stepsim collective`'s answer, to the measured busbw at 1 GiB (124.50 GB/s).
-  const std::string bench = "collective --preset dgx-a100 --nodes 2 --sizes 1GiB --json -";
-  const auto plain        = testing::run_stepsim(bench);
-  const auto fitted       = testing::run_stepsim(bench + " --network-calibration " + out);
-  INFO(plain.output << fitted.output);
-  REQUIRE(plain.exit_code == 0);
-  REQUIRE(fitted.exit_code == 0);
-  const double before = busbw_at(nlohmann::json::parse(plain.output), 1073741824.0);
-  const double after  = busbw_at(nlohmann::json::parse(fitted.output), 1073741824.0);
+  const auto [plain, fitted] = shipped_and_calibrated("--preset dgx-a100 --nodes 2 --sizes 1GiB", out);
+  const double before        = busbw_at(plain, 1073741824.0);
+  const double after         = busbw_at(fitted, 1073741824.0);
   CHECK(before > 150);
   CHECK(after == Approx(124.50).epsilon(0.05));
 }
@@ -311,28 +329,17 @@ TEST_CASE("calibrate network: a calibration file's tree step is the one the tree
   CHECK(mine.tree_step_between_s[0] == Approx(1e-6));
   CHECK(mine.tree_step_between_s[1] == shipped.tree_step_between_s[1]); // what it leaves out keeps links.json's
   CHECK(mine.tree_bandwidth_factor == shipped.tree_bandwidth_factor);
-  const std::string bench = "collective --preset dgx-h100 --nodes 4 --algorithm tree --protocol LL --sizes 8KiB --json -";
-  const auto plain        = testing::run_stepsim(bench);
-  const auto fitted       = testing::run_stepsim(bench + " --network-calibration " + fast);
-  INFO(plain.output << fitted.output);
-  REQUIRE(plain.exit_code == 0);
-  REQUIRE(fitted.exit_code == 0);
-  CHECK(nlohmann::json::parse(fitted.output)["rows"][0]["time_us"].get<double>() <
-        nlohmann::json::parse(plain.output)["rows"][0]["time_us"].get<double>() - 10);
+  const auto [plain, fitted] =
+      shipped_and_calibrated("--preset dgx-h100 --nodes 4 --algorithm tree --protocol LL --sizes 8KiB", fast);
+  CHECK(fitted["rows"][0]["time_us"].get<double>() < plain["rows"][0]["time_us"].get<double>() - 10);
 
-  const auto slow = testing::write_temp_file("tree-step-slow.json",
-                                             R"({"protocols": {"tree": {"step_between_nodes": {"LL": "5ms"}}}})");
-  const auto refused = testing::run_stepsim("collective --preset dgx-h100 --sizes 1MB --network-calibration " + slow);
-  INFO(refused.output);
-  CHECK(refused.exit_code == 2);
-  CHECK(refused.output.find("protocols.tree.step_between_nodes.LL") != std::string::npos);
-  CHECK(refused.output.find("below 1 ms") != std::string::npos);
-  const auto typo = testing::write_temp_file("tree-step-typo.json",
-                                             R"({"protocols": {"tree": {"step_between_node": {"LL": "1us"}}}})");
-  const auto named = testing::run_stepsim("collective --preset dgx-h100 --sizes 1MB --network-calibration " + typo);
-  INFO(named.output);
-  CHECK(named.exit_code == 2);
-  CHECK(named.output.find("step_between_node") != std::string::npos);
+  const std::string slow =
+      refused_calibration("tree-step-slow.json", R"({"protocols": {"tree": {"step_between_nodes": {"LL": "5ms"}}}})");
+  CHECK(slow.find("protocols.tree.step_between_nodes.LL") != std::string::npos);
+  CHECK(slow.find("below 1 ms") != std::string::npos);
+  const std::string typo =
+      refused_calibration("tree-step-typo.json", R"({"protocols": {"tree": {"step_between_node": {"LL": "1us"}}}})");
+  CHECK(typo.find("step_between_node") != std::string::npos);
 }
 
 TEST_CASE("NVLS-tree's switch part reaches links.json's share of the switch's reduction; a wrong share is named",
@@ -343,22 +350,14 @@ TEST_CASE("NVLS-tree's switch part reaches links.json's share of the switch's re
   const double share = load_link_efficiency().nvls_tree_switch_share;
   REQUIRE(share < 1);
   const auto full = testing::write_temp_file("full-share.json", R"({"protocols": {"nvls_tree": {"switch_share": 1}}})");
-  const std::string bench = "collective --preset dgx-h100 --nodes 2 --algorithm nvls_tree --sizes 16GiB --json -";
-  const auto shipped      = testing::run_stepsim(bench);
-  const auto whole        = testing::run_stepsim(bench + " --network-calibration " + full);
-  INFO(shipped.output << whole.output);
-  REQUIRE(shipped.exit_code == 0);
-  REQUIRE(whole.exit_code == 0);
-  const double ratio = busbw_at(nlohmann::json::parse(shipped.output), 17179869184.0) /
-                       busbw_at(nlohmann::json::parse(whole.output), 17179869184.0);
+  const auto [shipped, whole] = shipped_and_calibrated("--preset dgx-h100 --nodes 2 --algorithm nvls_tree --sizes 16GiB", full);
+  const double ratio          = busbw_at(shipped, 17179869184.0) / busbw_at(whole, 17179869184.0);
   CHECK(ratio == Approx(share).epsilon(0.02));
 
-  const auto wrong = testing::write_temp_file("wrong-share.json", R"({"protocols": {"nvls_tree": {"switch_share": 1.5}}})");
-  const auto refused = testing::run_stepsim("collective --preset dgx-h100 --sizes 1MB --network-calibration " + wrong);
-  INFO(refused.output);
-  CHECK(refused.exit_code == 2);
-  CHECK(refused.output.find("protocols.nvls_tree.switch_share") != std::string::npos);
-  CHECK(refused.output.find("no larger than 1") != std::string::npos);
+  const std::string wrong =
+      refused_calibration("wrong-share.json", R"({"protocols": {"nvls_tree": {"switch_share": 1.5}}})");
+  CHECK(wrong.find("protocols.nvls_tree.switch_share") != std::string::npos);
+  CHECK(wrong.find("no larger than 1") != std::string::npos);
 }
 
 TEST_CASE("calibrate network: the fit brings a single-node log within 5 % (>= 64 MiB) and cuts its small-message error",

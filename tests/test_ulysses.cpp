@@ -85,6 +85,36 @@ std::vector<Kernel> forward_attention_kernels(const Workload& w, const RankProgr
   return out;
 }
 
+// llama_like(t, cp, 1, m, attention), with `recompute` where given, and its lowering, whose one
+// simulated rank stands for the rest.
+struct Lowered {
+  Scenario s;
+  Workload w;
+  Lowered(int t, int cp, int m, const std::string& attention, const char* recompute = nullptr)
+      : s(scenario_from_json(with_recompute(llama_like(t, cp, 1, m, attention), recompute))), w(lower(s))
+  {
+    REQUIRE(w.ranks.size() == 1);
+  }
+  const RankProgram& rank() const { return w.ranks[0]; }
+
+private:
+  static nlohmann::json with_recompute(nlohmann::json doc, const char* recompute)
+  {
+    if (recompute != nullptr)
+      doc["training"]["recompute"] = recompute;
+    return doc;
+  }
+};
+
+// The context group of the rank of tensor index 0: its cp context ranks (rank = tensor + t·context).
+std::vector<int> context_ranks(int t, int cp)
+{
+  std::vector<int> ranks;
+  for (int c = 0; c < cp; ++c)
+    ranks.push_back(c * t);
+  return ranks;
+}
+
 std::string problems(const nlohmann::json& doc)
 {
   try {
@@ -104,12 +134,9 @@ TEST_CASE("Ulysses: per layer and pass, all-to-alls of Q, K, V and the output of
   const int cp = GENERATE(2, 4);
   const int t  = GENERATE(1, 2);
   const int m = 3, layers = 4;
-  nlohmann::json doc           = llama_like(t, cp, 1, m, "ulysses");
-  doc["training"]["recompute"] = "full"; // the recompute re-runs the forward's all-to-alls
-  const Scenario s             = scenario_from_json(doc);
-  const Workload w             = lower(s);
-  REQUIRE(w.ranks.size() == 1);
-  const auto& r = w.ranks[0];
+  const Lowered lowered(t, cp, m, "ulysses", "full"); // the recompute re-runs the forward's all-to-alls
+  const auto& [s, w] = lowered;
+  const auto& r      = lowered.rank();
 
   // Jacobs et al. 2023 (§3.1): the sequence of N tokens is split over P ranks, and before
   // attention an all-to-all per projection gathers it whole for 1/P of the heads; after it one
@@ -134,16 +161,13 @@ TEST_CASE("Ulysses: per layer and pass, all-to-alls of Q, K, V and the output of
     CHECK(bytes_sent_per_member(algorithm, CollectiveOp::AllToAll, cp, q) == Approx((cp - 1.0) / cp * q));
     CHECK(bytes_sent_per_member(algorithm, CollectiveOp::AllToAll, cp, kv) == Approx((cp - 1.0) / cp * kv));
   }
-  // The group: the cp context ranks of the same tensor index (rank = tensor + t·context).
-  std::vector<int> expected;
-  for (int c = 0; c < cp; ++c)
-    expected.push_back(c * t);
+  // The group: the cp context ranks of the same tensor index.
   std::set<int> groups_used;
   for (auto v : boost::make_iterator_range(boost::vertices(r.graph)))
     if (is_all_to_all(r.graph[v]))
       groups_used.insert(r.graph[v].group);
   REQUIRE(groups_used.size() == 1);
-  CHECK(w.groups[static_cast<size_t>(*groups_used.begin())].ranks == expected);
+  CHECK(w.groups[static_cast<size_t>(*groups_used.begin())].ranks == context_ranks(t, cp));
   // Blocking, as in DeepSpeed: the attention core waits for the last of Q, K, V, the output
   // projection for the output's; backward, the core for dO and the QKV dgrad for dQ, dK, dV.
   CHECK(all_to_alls_feeding(w, r, "attention_core_forward", Pass::Forward) == layers * m);
@@ -425,13 +449,12 @@ TEST_CASE("all-gather context parallelism: K/V gathered forward and backward, dK
           "bytes on the context ranks",
           "[ulysses][context]")
 {
-  const int cp = GENERATE(2, 4);
-  const int t  = GENERATE(1, 2);
+  // Tensor 1 and 2 by context 2 and 4.
+  const auto [t, cp] = GENERATE(table<int, int>({{1, 2}, {2, 2}, {1, 4}, {2, 4}}));
   const int m = 3, layers = 4;
-  const Scenario s = scenario_from_json(llama_like(t, cp, 1, m, "all_gather"));
-  const Workload w = lower(s);
-  REQUIRE(w.ranks.size() == 1);
-  const auto& r = w.ranks[0];
+  const Lowered lowered(t, cp, m, "all_gather");
+  const auto& [s, w] = lowered;
+  const auto& r      = lowered.rank();
   CAPTURE(cp, t);
   // One K and V block: 2·b·(s/cp)·(query groups·head_dim)/t elements of 2 bytes; each collective's
   // buffer is the cp blocks of the group.
@@ -457,10 +480,7 @@ TEST_CASE("all-gather context parallelism: K/V gathered forward and backward, dK
     }
   }
   REQUIRE(groups.size() == 1);
-  std::vector<int> expected;
-  for (int c = 0; c < cp; ++c)
-    expected.push_back(c * t);
-  CHECK(w.groups[static_cast<size_t>(*groups.begin())].ranks == expected);
+  CHECK(w.groups[static_cast<size_t>(*groups.begin())].ranks == context_ranks(t, cp));
   CHECK(ops == std::set<CollectiveOp>{CollectiveOp::AllGather, CollectiveOp::ReduceScatter});
   // The same causal work as the ring: cp attention cores per layer, micro-batch and pass.
   const Workload ring = lower(scenario_from_json(llama_like(t, cp, 1, m, "ring")));

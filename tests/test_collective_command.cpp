@@ -104,6 +104,20 @@ TEST_CASE("stepsim collective: without sizes it doubles from 8 B to 8 GiB, as nc
     CHECK(rows[i].time_us >= rows[i - 1].time_us);
 }
 
+TEST_CASE("stepsim collective: a bare count of bytes is a size, as nccl-tests -b takes it")
+{
+  // A size copied from a task graph (`stepsim graph --json`: "bytes": 201433088) or a log.
+  const auto bare  = testing::run_stepsim("collective " + dgx_scenario(1) + " --network analytic --sizes 1048576,201433088");
+  const auto units = testing::run_stepsim("collective " + dgx_scenario(1) + " --network analytic --sizes 1MiB,201433088B");
+  INFO(bare.output);
+  REQUIRE(bare.exit_code == 0);
+  const auto rows = rows_of(bare.output);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].bytes == 1048576);
+  CHECK(rows[1].bytes == 201433088);
+  CHECK(bare.output == units.output);
+}
+
 TEST_CASE("stepsim collective: halving_doubling beats the ring on small all-reduces")
 {
   auto ring = rows_of(testing::run_stepsim("collective " + dgx_scenario(2) + " --algorithm ring --sizes 64KB").output);

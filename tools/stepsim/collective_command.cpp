@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -41,11 +43,13 @@ struct CollectiveOptions {
 double parse_size(const std::string& text, const std::string& option)
 {
   // Two messages: "1PB" is no unit stepsim knows (the largest is TB), which "from 1B to 1PB"
-  // hid.
-  auto bytes = units::parse_bytes(text);
+  // hid. A bare count of bytes is taken as nccl-tests takes `-b 201433088` (src/common.cu
+  // parsesize: no suffix, bytes), so a size copied from a log or a task graph needs no unit.
+  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+  auto bytes        = digits ? units::parse_bytes(text + "B") : units::parse_bytes(text);
   if (!bytes)
-    throw InputError({fmt::format("{}: \"{}\" is not a size; expected a number with B, KB, MB, GB, TB, KiB, MiB, GiB "
-                                  "or TiB, such as 16MB or 1GiB",
+    throw InputError({fmt::format("{}: \"{}\" is not a size; expected a count of bytes or a number with B, KB, MB, GB, "
+                                  "TB, KiB, MiB, GiB or TiB, such as 201433088, 16MB or 1GiB",
                                   option, text)});
   if (!(*bytes >= 1) || *bytes > 1e15)
     throw InputError({fmt::format("{}: expected a size from 1B to 1000TB, got \"{}\"", option, text)});

@@ -189,6 +189,8 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
   r.raw("fitted_on"); // the published runs a figure was fitted on (stepsim accuracy --leave-out refits it)
   r.raw("fitted_on_by_dtype"); // the same, for a precision's own figure (tools/calibrate/fit_runs.py --precision)
   r.raw("source_by_dtype");
+  r.raw("fitted_on_by_kernel"); // the runs an attention kernel's figure was fitted on (fit_runs.py --attention-kernel)
+  r.raw("source_by_kernel");
   r.raw("held_out");  // runs of the same source kept out of the fit, to show its error (fit_framework.py)
   r.raw("framework");
   r.raw("comm_compute_interference_source");

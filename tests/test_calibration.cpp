@@ -386,6 +386,31 @@ TEST_CASE("calibrate: the H100 runs its other precisions at the ratios the H200'
   CHECK(h100.calibration.gemm_efficiency_by_dtype.count("bf16") == 0);
 }
 
+TEST_CASE("calibrate: the H100 runs cuDNN attention at the speed NeMo's runs sustain, below the kernel "
+          "benchmark's; the other kernels keep theirs",
+          "[calibration]")
+{
+  // configs/calibration/H100-SXM.json: attention_efficiency_by_kernel.cudnn fitted on NeMo's FP8
+  // runs beside their fp8 GEMM figure (tools/calibrate/fit_runs.py --attention-kernel cudnn), with
+  // the runs it was fitted on (fitted_on_by_kernel) and its source (source_by_kernel).
+  const nlohmann::json fitted = nlohmann::json::parse(
+      testing::read_text_file(std::string(STEPSIM_SOURCE_DIR) + "/configs/calibration/H100-SXM.json"));
+  const nlohmann::json device = nlohmann::json::parse(
+      testing::read_text_file(std::string(STEPSIM_SOURCE_DIR) + "/configs/devices/H100-SXM.json"));
+  const Device h100 = load_device("H100-SXM", "device");
+  const double cudnn = fitted["attention_efficiency_by_kernel"]["cudnn"].get<double>();
+  CHECK(h100.calibration.attention_efficiency_of("cudnn") == cudnn);
+  CHECK(cudnn < device["calibration"]["attention_efficiency_by_kernel"]["cudnn"].get<double>());
+  CHECK(fitted["fitted_on_by_kernel"]["cudnn"] == fitted["fitted_on_by_dtype"]["fp8"]);
+  CHECK(fitted["source_by_kernel"]["cudnn"].get<std::string>().find("fit_runs.py") != std::string::npos);
+  for (const char* kernel : {"flash-attention-1", "flash-attention-3"})
+    CHECK(h100.calibration.attention_efficiency_of(kernel) ==
+          device["calibration"]["attention_efficiency_by_kernel"][kernel].get<double>());
+  CHECK(h100.calibration.attention_efficiency == device["calibration"]["attention_efficiency"].get<double>());
+  // The devices of the same silicon take it with the rest of the H100's calibration.
+  CHECK(load_device("H800-SXM", "device").calibration.attention_efficiency_of("cudnn") == cudnn);
+}
+
 TEST_CASE("calibrate: the shipped H200 measurement is read, and a row's timing and clock are taken; a misspelt "
           "key is not",
           "[calibration]")

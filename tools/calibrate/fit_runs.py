@@ -28,6 +28,15 @@ runs sustain. The device's other figures stay as shipped; the file records the r
 `fitted_on_by_dtype` (what `stepsim accuracy DIR --leave-out` refits) and a later fit of the
 common figure keeps the precision's own.
 
+--attention-kernel K, with --precision, also fits the speed of the fused attention kernel K those
+runs call (`attention_efficiency_by_kernel[K]`, e.g. cudnn for Megatron-Core's Transformer Engine on
+Hopper) beside the precision's GEMM figure: for each attention figure tried (a golden-section search
+bounded by the device file's figure for K, a kernel benchmark's), the GEMM figure that fits best, and
+the pair with the lowest MAPE is kept. Runs over many sequence lengths tell the two apart: short
+sequences are mostly GEMMs, long ones mostly attention (NeMo's table of Llama 2 7B from 8K to 1M
+tokens beside its 2K-8K pre-training rows). Transformer Engine runs attention in bf16 in an FP8 run,
+so the figure is a fraction of the bf16 peak.
+
 --leave-out SOURCE (repeatable; part of a case's id or citation, as `stepsim accuracy --leave-out`
 takes it) fits without that source's cases and then predicts them with the figure so fitted: the
 leave-one-source-out check of issue 16.
@@ -36,7 +45,8 @@ leave-one-source-out check of issue 16.
     python3 tools/calibrate/fit_runs.py --device H100-SXM --leave-out megatron_core
     python3 tools/calibrate/fit_runs.py --device H100-SXM --half-k 384 --half-k 768 --half-k 1536
     python3 tools/calibrate/fit_runs.py --device H100-SXM --dtype-ratios-from configs/calibration/H200-SXM.json --write
-    python3 tools/calibrate/fit_runs.py --device H100-SXM --precision fp8 --cases configs/validation/nemo --write
+    python3 tools/calibrate/fit_runs.py --device H100-SXM --precision fp8 --attention-kernel cudnn \\
+        --cases configs/validation/nemo --write
 """
 
 import argparse
@@ -73,7 +83,10 @@ def main():
     ap.add_argument("--dtype-ratios-from", help="a kernel fit of the same silicon (configs/calibration/DEVICE.json)")
     ap.add_argument("--precision", help="fit this precision's figure (gemm_efficiency_by_dtype) on the runs in it")
     ap.add_argument("--cases", help="the folder of published runs (default CONFIGS/validation)")
+    ap.add_argument("--attention-kernel", help="with --precision: also fit this fused attention kernel's figure")
     a = ap.parse_args()
+    if a.attention_kernel and not a.precision:
+        sys.exit("--attention-kernel fits the kernel beside one precision's GEMM figure: give --precision")
     if a.precision and (a.dtype_ratios_from or a.half_k):
         sys.exit("--precision fits one precision's figure alone: without --dtype-ratios-from and --half-k")
     sibling = None
@@ -90,6 +103,10 @@ def main():
                  f"fit that device, whose figures {a.device} then uses")
     shipped = device_file["calibration"]
     upper = shipped["gemm_efficiency"]
+    # The kernel's figure in the device file (a kernel benchmark's) bounds its search.
+    attention_upper = (shipped.get("attention_efficiency_by_kernel", {}).get(a.attention_kernel,
+                                                                             shipped["attention_efficiency"])
+                       if a.attention_kernel else None)
     half_ks = a.half_k or [None]  # None: the device file's gemm_half_k
 
     work = tempfile.mkdtemp(prefix="stepsim-fit-")
@@ -129,12 +146,21 @@ def main():
             sys.exit(f"no published run on {a.device} is left to fit")
         calibration = os.path.join(config_dir, "calibration", a.device + ".json")
 
+        attention = {"figure": None}  # the attention kernel's figure tried (--attention-kernel)
+
         def figures(efficiency, half_k):
             if a.precision:  # the shipped figures, this precision's set to the one tried
                 out = json.loads(json.dumps(shipped_calibration))
                 out.setdefault("gemm_efficiency_by_dtype", {})[a.precision] = efficiency
+                if attention["figure"] is not None:
+                    out.setdefault("attention_efficiency_by_kernel", {})[a.attention_kernel] = attention["figure"]
                 return out
             out = {"device": a.device, "gemm_efficiency": efficiency}
+            # An attention kernel's figure fitted on runs (--attention-kernel) holds while the GEMM
+            # figure is searched: the runs call that kernel.
+            for k in shipped_calibration.get("fitted_on_by_kernel", {}):
+                out.setdefault("attention_efficiency_by_kernel", {})[k] = \
+                    shipped_calibration["attention_efficiency_by_kernel"][k]
             if half_k is not None:
                 out["gemm_half_k"] = half_k
             return out
@@ -149,9 +175,23 @@ def main():
             efficiency = golden(lambda x: mape(x, half_k)["mape_pct"], 0.4, upper, a.tolerance)
             return efficiency, mape(efficiency, half_k)
 
+        if a.attention_kernel:
+            best_gemm = {}
+
+            def mape_at_attention(figure):
+                # For each attention figure, the GEMM figure that fits best; the MAPE at that pair.
+                attention["figure"] = figure
+                best_gemm[figure] = fit_efficiency(None)
+                return best_gemm[figure][1]["mape_pct"]
+
+            attention["figure"] = golden(mape_at_attention, 0.1, attention_upper, a.tolerance)
+            if attention["figure"] not in best_gemm:
+                best_gemm[attention["figure"]] = fit_efficiency(None)
+            print(f"  attention_efficiency_by_kernel.{a.attention_kernel} {attention['figure']} "
+                  f"(upper bound {attention_upper})")
         fits = []
         for half_k in half_ks:
-            efficiency, report = fit_efficiency(half_k)
+            efficiency, report = fit_efficiency(half_k) if not a.attention_kernel else best_gemm[attention["figure"]]
             if len(half_ks) > 1:
                 print(f"  gemm_half_k {half_k:g}: gemm_efficiency {efficiency}, MAPE {report['mape_pct']:.1f}%")
             fits.append((report["mape_pct"], half_k, efficiency, report))
@@ -175,12 +215,25 @@ def main():
             if a.precision:
                 written = figures(best, half_k)
                 written.setdefault("fitted_on_by_dtype", {})[a.precision] = [n[:-5] for n in fitted]
+                runs_text = (f"the {len(fitted)} published {a.precision} training runs of {a.device} in "
+                             f"{os.path.relpath(validation, os.path.dirname(a.configs))}")
+                command = (f"tools/calibrate/fit_runs.py --precision {a.precision}"
+                           + (f" --attention-kernel {a.attention_kernel}" if a.attention_kernel else ""))
+                beside = (f", fitted beside the {a.attention_kernel} attention figure (source_by_kernel)"
+                          if a.attention_kernel else "")
                 written.setdefault("source_by_dtype", {})[a.precision] = (
-                    f"gemm_efficiency_by_dtype.{a.precision} fitted by tools/calibrate/fit_runs.py --precision "
-                    f"{a.precision} on the {len(fitted)} published {a.precision} training runs of {a.device} in "
-                    f"{os.path.relpath(validation, os.path.dirname(a.configs))}: the {a.precision} GEMM throughput "
-                    f"those runs sustain, {best} of the dense {a.precision} peak, MAPE {report['mape_pct']:.1f}% "
-                    f"over them. Upper bound: the device file's {upper}.")
+                    f"gemm_efficiency_by_dtype.{a.precision} fitted by {command} on {runs_text}: the {a.precision} "
+                    f"GEMM throughput those runs sustain, {best} of the dense {a.precision} peak{beside}, MAPE "
+                    f"{report['mape_pct']:.1f}% over them. Upper bound: the device file's {upper}.")
+                if a.attention_kernel:
+                    k = a.attention_kernel
+                    written.setdefault("fitted_on_by_kernel", {})[k] = [n[:-5] for n in fitted]
+                    written.setdefault("source_by_kernel", {})[k] = (
+                        f"attention_efficiency_by_kernel.{k} fitted by {command} on {runs_text}, beside the "
+                        f"{a.precision} GEMM figure: the speed of the {k} attention those runs sustain, "
+                        f"{attention['figure']} of the dense bf16 peak (Transformer Engine runs attention in bf16 "
+                        f"in an {a.precision} run), MAPE {report['mape_pct']:.1f}% over them. Upper bound: the "
+                        f"device file's {attention_upper} (a kernel benchmark's).")
                 write_calibration(out, written)
                 return
             written = figures(best, half_k)
@@ -206,6 +259,15 @@ def main():
             if shipped_calibration.get("fitted_on_by_dtype"):
                 ratios += (" Except " + ", ".join(sorted(shipped_calibration["fitted_on_by_dtype"]))
                            + ", fitted on runs in that precision (source_by_dtype).")
+            # So does an attention kernel fitted on runs (--attention-kernel).
+            if shipped_calibration.get("fitted_on_by_kernel"):
+                ratios += (" The " + ", ".join(sorted(shipped_calibration["fitted_on_by_kernel"]))
+                           + " attention figure is fitted on runs too (source_by_kernel).")
+            for k, runs in shipped_calibration.get("fitted_on_by_kernel", {}).items():
+                written.setdefault("attention_efficiency_by_kernel", {})[k] = \
+                    shipped_calibration["attention_efficiency_by_kernel"][k]
+                written.setdefault("fitted_on_by_kernel", {})[k] = runs
+                written.setdefault("source_by_kernel", {})[k] = shipped_calibration.get("source_by_kernel", {}).get(k, "")
             for d, runs in shipped_calibration.get("fitted_on_by_dtype", {}).items():
                 written.setdefault("gemm_efficiency_by_dtype", {})[d] = shipped_calibration["gemm_efficiency_by_dtype"][d]
                 written.setdefault("fitted_on_by_dtype", {})[d] = runs

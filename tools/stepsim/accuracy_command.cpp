@@ -229,6 +229,8 @@ struct Refit {
   std::string precision;      // a precision's own figure of the device (gemm_efficiency_by_dtype); empty: the common one
   double shipped = 0, refitted = 0;
   int fitted_on = 0; // runs the refitted figure is fitted on
+  std::string kernel; // an attention kernel's figure refitted beside the precision's (fit_runs.py --attention-kernel)
+  double kernel_shipped = 0, kernel_refitted = 0;
 };
 
 struct LeaveOut {
@@ -310,7 +312,7 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
       return mape_of(fit);
     };
     // The search fit_framework.py runs for a GEMM figure alone.
-    Refit refit{{f.device}, f.file, "", f.gemm_efficiency, 0, static_cast<int>(files.size())};
+    Refit refit{{f.device}, f.file, "", f.gemm_efficiency, 0, static_cast<int>(files.size()), "", 0, 0};
     refit.refitted = golden_section_minimum(mape_at, 0.3, f.upper_bound, 0.004);
     override_calibration->set_framework(f.file, refit.refitted);
     if (!quiet)
@@ -383,15 +385,46 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
           fit.push_back(run_case(file));
         return mape_of(fit);
       };
-      Refit refit{{f.device}, "", f.precision, f.gemm_efficiency, 0, static_cast<int>(files.size())};
-      refit.refitted = golden_section_minimum(mape_at, 0.3, f.upper_bound, 0.002);
+      Refit refit{{f.device}, "", f.precision, f.gemm_efficiency, 0, static_cast<int>(files.size()), "", 0, 0};
+      if (f.kernel.empty())
+        refit.refitted = golden_section_minimum(mape_at, 0.3, f.upper_bound, 0.002);
+      else {
+        // The attention kernel fitted beside it is refitted with it, as fit_runs.py
+        // --attention-kernel searches the pair: for each attention figure, the GEMM figure that
+        // fits best (searched to fit_framework.py's tolerance: each try runs every kept run).
+        // The GEMM figure moves little between neighbouring attention figures, so each search
+        // starts in a bracket around the last one found, and widens to the whole range when its
+        // minimum falls on the bracket's edge.
+        std::map<double, double> gemm_at;
+        double last = f.gemm_efficiency;
+        auto mape_at_kernel = [&](double figure) {
+          override_calibration->set_kernel(f.device, f.kernel, figure);
+          const double lo = std::max(0.3, last - 0.06), hi = std::min(f.upper_bound, last + 0.06);
+          double gemm     = golden_section_minimum(mape_at, lo, hi, 0.004);
+          if ((gemm - lo < 0.005 && lo > 0.3) || (hi - gemm < 0.005 && hi < f.upper_bound))
+            gemm = golden_section_minimum(mape_at, 0.3, f.upper_bound, 0.004);
+          gemm_at[figure] = last = gemm;
+          return mape_at(gemm);
+        };
+        refit.kernel          = f.kernel;
+        refit.kernel_shipped  = f.kernel_figure;
+        refit.kernel_refitted = golden_section_minimum(mape_at_kernel, 0.1, f.kernel_upper_bound, 0.004);
+        if (!gemm_at.count(refit.kernel_refitted))
+          mape_at_kernel(refit.kernel_refitted);
+        override_calibration->set_kernel(f.device, f.kernel, refit.kernel_refitted);
+        refit.refitted = gemm_at[refit.kernel_refitted];
+      }
       override_calibration->set_dtype(f.device, f.precision, refit.refitted);
       for (auto& c : l.predicted)
         if (c.device == f.device)
           c = run_case(c.file);
       if (!quiet)
-        fmt::print(stderr, "refitted {} gemm_efficiency_by_dtype.{} without the held-out runs: {} (shipped {}) on {} runs\n",
-                   f.device, f.precision, refit.refitted, refit.shipped, refit.fitted_on);
+        fmt::print(stderr, "refitted {} gemm_efficiency_by_dtype.{} without the held-out runs: {} (shipped {}){} on {} runs\n",
+                   f.device, f.precision, refit.refitted, refit.shipped,
+                   refit.kernel.empty() ? std::string()
+                                        : fmt::format(", attention_efficiency_by_kernel.{} {} (shipped {})", refit.kernel,
+                                                      refit.kernel_refitted, refit.kernel_shipped),
+                   refit.fitted_on);
       l.refits.push_back(refit);
     }
   l.held_out      = static_cast<int>(l.predicted.size());
@@ -410,9 +443,13 @@ std::string leave_out_line(const LeaveOut& l)
     std::string devices;
     for (const auto& d : r.devices)
       devices += (devices.empty() ? "" : "/") + d;
-    refits += fmt::format("{}{} gemm_efficiency{} {} (shipped {}, refitted on {} runs)", refits.empty() ? "" : "; ",
+    const std::string kernel = r.kernel.empty() ? std::string()
+                                                : fmt::format(" and attention_efficiency_by_kernel.{} {} (shipped {})",
+                                                              r.kernel, r.kernel_refitted, r.kernel_shipped);
+    refits += fmt::format("{}{} gemm_efficiency{} {} (shipped {}){}, refitted on {} runs", refits.empty() ? "" : "; ",
                           r.framework_file.empty() ? devices : r.framework_file,
-                          r.precision.empty() ? "" : "_by_dtype." + r.precision, r.refitted, r.shipped, r.fitted_on);
+                          r.precision.empty() ? "" : "_by_dtype." + r.precision, r.refitted, r.shipped, kernel,
+                          r.fitted_on);
   }
   std::string how = l.refits.empty() && l.dropped.empty() ? "as shipped (no fitted figure was fitted on them)"
                     : l.refits.empty()                    ? "predicted"
@@ -465,6 +502,9 @@ int accuracy(const AccuracyOptions& o)
           refit["framework_figure"] = r.framework_file;
         if (!r.precision.empty())
           refit["precision"] = r.precision;
+        if (!r.kernel.empty())
+          refit["attention_kernel"] = {
+              {"kernel", r.kernel}, {"shipped", r.kernel_shipped}, {"refitted", r.kernel_refitted}};
         j["left_out"]["refits"].push_back(refit);
       }
       for (const auto& c : l.predicted)

@@ -57,10 +57,26 @@ std::vector<FittedDtypeFigure> fitted_dtype_figures(const std::string& device)
     const auto& by_dtype = c["gemm_efficiency_by_dtype"];
     if (!runs.is_array() || !by_dtype.contains(precision) || !by_dtype[precision].is_number())
       continue;
-    FittedDtypeFigure f{device, precision, by_dtype[precision].get<double>(), upper, {}};
+    FittedDtypeFigure f{device, precision, by_dtype[precision].get<double>(), upper, {}, "", 0, 1};
     for (const auto& id : runs)
       if (id.is_string())
         f.fitted_on.push_back(id.get<std::string>());
+    // The attention kernel fitted beside it: the same runs (fit_runs.py --precision P --attention-kernel K).
+    if (c.contains("fitted_on_by_kernel") && c["fitted_on_by_kernel"].is_object() &&
+        c.contains("attention_efficiency_by_kernel") && c["attention_efficiency_by_kernel"].is_object())
+      for (const auto& [kernel, kernel_runs] : c["fitted_on_by_kernel"].items()) {
+        const auto& figures = c["attention_efficiency_by_kernel"];
+        if (kernel_runs != runs || !figures.contains(kernel) || !figures[kernel].is_number())
+          continue;
+        f.kernel        = kernel;
+        f.kernel_figure = figures[kernel].get<double>();
+        // The device file's figure for the kernel, else its common one, bounds the search.
+        const auto& shipped = d.contains("calibration") ? d["calibration"] : nlohmann::json::object();
+        if (shipped.contains("attention_efficiency_by_kernel") && shipped["attention_efficiency_by_kernel"].contains(kernel))
+          f.kernel_upper_bound = shipped["attention_efficiency_by_kernel"][kernel].get<double>();
+        else if (shipped.contains("attention_efficiency"))
+          f.kernel_upper_bound = shipped["attention_efficiency"].get<double>();
+      }
     out.push_back(std::move(f));
   }
   return out;
@@ -145,6 +161,15 @@ void CalibrationOverride::set_dtype(const std::string& device, const std::string
   const fs::path file                      = fs::path(dir_) / "calibration" / (device + ".json");
   nlohmann::json c                         = read_json_file(file.string());
   c["gemm_efficiency_by_dtype"][precision] = gemm_efficiency;
+  std::ofstream out(file);
+  out << c.dump(2) << "\n";
+}
+
+void CalibrationOverride::set_kernel(const std::string& device, const std::string& kernel, double efficiency)
+{
+  const fs::path file                          = fs::path(dir_) / "calibration" / (device + ".json");
+  nlohmann::json c                             = read_json_file(file.string());
+  c["attention_efficiency_by_kernel"][kernel] = efficiency;
   std::ofstream out(file);
   out << c.dump(2) << "\n";
 }

@@ -31,6 +31,12 @@ struct FittedDtypeFigure {
   double gemm_efficiency = 0;
   double upper_bound     = 1;
   std::vector<std::string> fitted_on;
+  // A fused attention kernel's figure fitted beside it on the same runs (fit_runs.py
+  // --attention-kernel: attention_efficiency_by_kernel with its "fitted_on_by_kernel" list);
+  // empty: none, the GEMM figure was fitted alone.
+  std::string kernel;
+  double kernel_figure      = 0;
+  double kernel_upper_bound = 1; // the device file's figure for the kernel (a kernel benchmark's)
 };
 std::vector<FittedDtypeFigure> fitted_dtype_figures(const std::string& device);
 
@@ -57,6 +63,9 @@ public:
   // From now on, `device` runs `precision`'s GEMMs at `gemm_efficiency` (gemm_efficiency_by_dtype),
   // its other figures as they were.
   void set_dtype(const std::string& device, const std::string& precision, double gemm_efficiency);
+  // From now on, `device` runs the fused attention `kernel` at `efficiency`
+  // (attention_efficiency_by_kernel), its other figures as they were.
+  void set_kernel(const std::string& device, const std::string& kernel, double efficiency);
   // From now on, the framework figure `name` (calibration/DEVICE.FRAMEWORK.json) has this
   // gemm_efficiency (its other figures as shipped).
   void set_framework(const std::string& name, double gemm_efficiency);

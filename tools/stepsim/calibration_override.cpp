@@ -145,33 +145,32 @@ CalibrationOverride::~CalibrationOverride()
   fs::remove_all(dir_, ec);
 }
 
-// Both setters start from the copy's file (the shipped one until a figure is set), so that a
-// device's common figure and a precision's own can be refitted together.
-void CalibrationOverride::set(const std::string& device, double gemm_efficiency)
+namespace {
+// The setters below start from the copy's file (the shipped one until a figure is set), so that a
+// device's common figure, a precision's own and an attention kernel's can be refitted together.
+void edit_calibration(const std::string& dir, const std::string& device, const std::function<void(nlohmann::json&)>& change)
 {
-  const fs::path file  = fs::path(dir_) / "calibration" / (device + ".json");
-  nlohmann::json c     = read_json_file(file.string());
-  c["gemm_efficiency"] = gemm_efficiency;
+  const fs::path file = fs::path(dir) / "calibration" / (device + ".json");
+  nlohmann::json c    = read_json_file(file.string());
+  change(c);
   std::ofstream out(file);
   out << c.dump(2) << "\n";
+}
+} // namespace
+
+void CalibrationOverride::set(const std::string& device, double gemm_efficiency)
+{
+  edit_calibration(dir_, device, [&](nlohmann::json& c) { c["gemm_efficiency"] = gemm_efficiency; });
 }
 
 void CalibrationOverride::set_dtype(const std::string& device, const std::string& precision, double gemm_efficiency)
 {
-  const fs::path file                      = fs::path(dir_) / "calibration" / (device + ".json");
-  nlohmann::json c                         = read_json_file(file.string());
-  c["gemm_efficiency_by_dtype"][precision] = gemm_efficiency;
-  std::ofstream out(file);
-  out << c.dump(2) << "\n";
+  edit_calibration(dir_, device, [&](nlohmann::json& c) { c["gemm_efficiency_by_dtype"][precision] = gemm_efficiency; });
 }
 
 void CalibrationOverride::set_kernel(const std::string& device, const std::string& kernel, double efficiency)
 {
-  const fs::path file                          = fs::path(dir_) / "calibration" / (device + ".json");
-  nlohmann::json c                             = read_json_file(file.string());
-  c["attention_efficiency_by_kernel"][kernel] = efficiency;
-  std::ofstream out(file);
-  out << c.dump(2) << "\n";
+  edit_calibration(dir_, device, [&](nlohmann::json& c) { c["attention_efficiency_by_kernel"][kernel] = efficiency; });
 }
 
 void CalibrationOverride::set_framework(const std::string& name, double gemm_efficiency)

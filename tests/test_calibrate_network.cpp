@@ -342,6 +342,34 @@ TEST_CASE("calibrate network: a calibration file's tree step is the one the tree
   CHECK(typo.find("step_between_node") != std::string::npos);
 }
 
+TEST_CASE("calibrate network: --compare times the published cases with the calibration file it is given",
+          "[calibrate_network]")
+{
+  // A cluster's fit tried on the published cases (or the fit's effect on the case it came from):
+  // the file's NVSwitch at half links.json's efficiency halves a ring all-reduce's bus bandwidth
+  // in one H200 node.
+  const auto half = testing::write_temp_file(
+      "half-nvswitch.json", fmt::format(R"({{"nvswitch": {{"efficiency": {}}}}})", load_link_efficiency().nvswitch / 2));
+  const std::string cases = std::string(STEPSIM_SOURCE_DIR) + "/configs/calibration/nccl_tests_published.json";
+  auto predicted          = [&](const std::string& extra) {
+    const auto r = testing::run_stepsim("collective --compare " + cases + " --case mleng_h200_1node_8gpu_allreduce_8GiB_nvls_off -j 2 --json -" +
+                                        extra);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto doc = nlohmann::json::parse(r.output);
+    REQUIRE(doc.at("cases").size() == 1);
+    return doc["cases"][0]["rows"][0]["predicted_busbw_GBps"].get<double>();
+  };
+  const double shipped = predicted(""), calibrated = predicted(" --network-calibration " + half);
+  CHECK(calibrated < 0.6 * shipped);
+  CHECK(calibrated > 0.4 * shipped);
+  // A file that is not a calibration is named, as without --compare.
+  const auto bad = testing::run_stepsim("collective --compare " + cases + " --case mleng --network-calibration " +
+                                        testing::write_temp_file("not-calibration.json", R"({"nic": {"efficency": 0.5}})"));
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("--network-calibration") != std::string::npos);
+}
+
 TEST_CASE("NVLS-tree's switch part reaches links.json's share of the switch's reduction; a wrong share is named",
           "[calibrate_network]")
 {

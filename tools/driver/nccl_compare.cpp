@@ -53,7 +53,8 @@ std::string refusal(const Scenario& s, const std::vector<int>& members, Collecti
 
 } // namespace
 
-Comparison compare_published(const std::string& file, bool analytic_network, const std::string& only, int max_gpus)
+Comparison compare_published(const std::string& file, bool analytic_network, const std::string& only, int max_gpus,
+                             int jobs)
 {
   const nlohmann::json doc = read_json_file(file);
   Problems problems;
@@ -126,7 +127,7 @@ Comparison compare_published(const std::string& file, bool analytic_network, con
       std::vector<double> sizes;
       for (const auto& row : rows)
         sizes.push_back(row.bytes);
-      times = time_collectives(s.platform, members, op, sizes, cc.algorithm, analytic_network, "auto");
+      times = time_collectives(s.platform, members, op, sizes, cc.algorithm, analytic_network, "auto", jobs);
     }
     if (cc.not_modelled.empty())
       for (size_t i = 0; i < rows.size(); ++i) {

@@ -50,8 +50,9 @@ struct Comparison {
 // gpus_per_thread, rows of bytes, time_us and/or busbw_GBps). Throws InputError naming the file and case for a malformed
 // one. `only`: run the cases whose name contains it (all when empty). `max_gpus` > 0 leaves out
 // the cases of more GPUs (the 512- and 2048-GPU ones take minutes), marked "not run here".
+// `jobs`: a case's sizes timed that many at a time (time_collectives); the rows do not depend on it.
 Comparison compare_published(const std::string& file, bool analytic_network = false, const std::string& only = "",
-                             int max_gpus = 0);
+                             int max_gpus = 0, int jobs = 1);
 
 // The table `stepsim collective --compare` prints, and its JSON.
 std::string comparison_table(const Comparison& c);

@@ -82,7 +82,13 @@ int run_compare(const CollectiveOptions& o)
                       "--preset, --set, --nodes or --gpus with it"});
   if (!o.network.empty() && o.network != "flow" && o.network != "analytic")
     throw InputError({fmt::format("--network: expected flow or analytic, got \"{}\"", o.network)});
-  const Comparison c = compare_published(o.compare, o.network == "analytic", o.compare_case);
+  // A cluster's own calibration (`stepsim calibrate network`), when given, times every case: what
+  // the fit did to the published cases, or one log's calibration tried on the others.
+  std::unique_ptr<ScopedLinkEfficiency> calibration;
+  if (!o.network_calibration.empty())
+    calibration = std::make_unique<ScopedLinkEfficiency>(
+        load_network_calibration(o.network_calibration, load_link_efficiency(), "--network-calibration"));
+  const Comparison c = compare_published(o.compare, o.network == "analytic", o.compare_case, 0, o.jobs);
   if (c.cases.empty())
     throw InputError({fmt::format("--case: no case of {} has \"{}\" in its name", o.compare, o.compare_case)});
   if (o.json_out == "-")

@@ -340,3 +340,41 @@ TEST_CASE("accuracy: training steps measured on an H200 in plain PyTorch, never 
   }
   CHECK(compared >= 5);
 }
+
+TEST_CASE("accuracy: the configurations of one model are ranked as their measurements rank them", "[accuracy]")
+{
+  // Korthikanti's 22B with full and with selective recompute (selective measured faster and
+  // predicted faster), and a copy of the selective run whose measurement says it was the slowest:
+  // its prediction cannot keep that order against either.
+  namespace fs       = std::filesystem;
+  const fs::path in  = fs::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
+  const fs::path dir = fs::path(stepsim::testing::write_temp_file("rank.keep", "")).parent_path() / "rank";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* id : {"korthikanti2022_22B_full_recompute", "korthikanti2022_22B_sp_selective"})
+    fs::copy_file(in / (std::string(id) + ".json"), dir / (std::string(id) + ".json"));
+  std::ifstream selective(in / "korthikanti2022_22B_sp_selective.json");
+  nlohmann::json slow           = nlohmann::json::parse(selective);
+  slow["validation"]["case"]     = "korthikanti2022_22B_slow_copy";
+  slow["validation"]["measured"] = 2.0; // seconds per iteration: slower than full recompute's 1.42
+  std::ofstream(dir / "slow_copy.json") << slow.dump();
+  // Another model (its own shape) is not ranked against them.
+  std::ifstream other_file(in / "megatron_sc21_table1_1.7B.json");
+  nlohmann::json other = nlohmann::json::parse(other_file);
+  std::ofstream(dir / "other.json") << other.dump();
+
+  const nlohmann::json r = accuracy_report(dir.string());
+  const auto& k          = r["ranking"];
+  CHECK(k["models"].get<int>() == 1);
+  REQUIRE(k["pairs"].get<int>() == 3);
+  CHECK(k["in_order"].get<int>() == 1); // full against selective
+  CHECK(k["kendall_tau"].get<double>() == Approx(-1.0 / 3));
+  REQUIRE(k["out_of_order"].size() == 2);
+  std::set<std::pair<std::string, std::string>> out;
+  for (const auto& p : k["out_of_order"])
+    out.insert({p["measured_faster"].get<std::string>(), p["measured_slower"].get<std::string>()});
+  CHECK(out.count({"korthikanti2022_22B_full_recompute", "korthikanti2022_22B_slow_copy"}) == 1);
+  CHECK(out.count({"korthikanti2022_22B_sp_selective", "korthikanti2022_22B_slow_copy"}) == 1);
+  auto text = stepsim::testing::run_stepsim("accuracy " + dir.string());
+  CHECK(text.output.find("ranking: 1 of 3 pairs") != std::string::npos);
+}

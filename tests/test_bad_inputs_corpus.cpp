@@ -205,3 +205,18 @@ TEST_CASE("validate takes a scenario that does not fit when it sets simulation.a
   CHECK(allowed.output.find("valid; ") != std::string::npos);
   CHECK(allowed.output.find("does not fit in memory") != std::string::npos);
 }
+
+TEST_CASE("a field refused once is not refused again for the value the reader kept in its place", "[bad_inputs]")
+{
+  // hidden_size 10^12 is out of range; the reader carries on with a stand-in so that the other
+  // fields are still checked, and that stand-in is not divisible by the 8 heads. Only the first
+  // problem is the user's.
+  auto r = run_for_stderr("run " + (kCorpus / "huge_hidden_size.json").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  size_t lines = 0;
+  for (const auto& line : lines_of(r.output))
+    lines += line.find("model.hidden_size:") != std::string::npos ? 1 : 0;
+  CHECK(lines == 1);
+  CHECK(r.output.find("not divisible") == std::string::npos);
+}

@@ -41,7 +41,14 @@ InputError::InputError(std::vector<std::string> problems)
 
 void Problems::add(const std::string& path, const std::string& message)
 {
+  if (!path.empty())
+    paths_.push_back(path);
   list_.push_back(path.empty() ? message : path + ": " + message);
+}
+
+bool Problems::about(const std::string& path) const
+{
+  return std::find(paths_.begin(), paths_.end(), path) != paths_.end();
 }
 
 void Problems::throw_if_any() const

@@ -21,6 +21,10 @@ private:
 class Problems {
 public:
   void add(const std::string& path, const std::string& message);
+  // Whether a problem was reported about `path`: a check across fields skips a field refused
+  // already, whose value is then the stand-in the reader kept (a hidden_size out of range, read
+  // as 1, is not "not divisible by the heads").
+  bool about(const std::string& path) const;
   bool empty() const { return list_.empty(); }
   const std::vector<std::string>& list() const { return list_; }
   // Throws InputError if anything was added.
@@ -28,6 +32,7 @@ public:
 
 private:
   std::vector<std::string> list_;
+  std::vector<std::string> paths_; // the paths reported, in order
 };
 
 // The closest of `candidates` to `word` (Levenshtein), or "" when nothing is close enough.

@@ -2,7 +2,8 @@
 // and compares each prediction with the measurement, in the unit the source printed it: TFLOP/s
 // per GPU (converted with the source's own FLOP formula), seconds per iteration or samples per
 // second, tokens per second. Prints a table, the mean absolute percentage error overall, per
-// framework profile and per device, the worst case, and the cases predicted not to fit in memory;
+// framework profile and per device, the worst case, the cases predicted not to fit in memory, and
+// whether the configurations of one model come out in the order their measurements put them;
 // writes the same as Markdown (for the README) or JSON (for tests and plots).
 #include "models/device.hpp"
 #include "sim/input/json_reader.hpp"
@@ -34,11 +35,15 @@ struct AccuracyOptions {
 struct CaseResult {
   std::string id, file, metric, unit, citation, url;
   std::string framework, device; // the profile the case names, and its GPU
+  std::string model;             // the model's name and shape: its configurations are ranked together
   bool fits = true;              // predicted to fit in memory (every published run ran)
   int gpus         = 0;
   double measured  = 0;
   double predicted = 0;
   double error_pct = 0; // (predicted - measured) / measured
+  // Seconds per iteration become tokens per second (the step's tokens over them), so that higher
+  // is better for every metric and runs of different batches compare: this factor, 0 otherwise.
+  double tokens_per_step = 0;
 };
 
 // FLOPs of one iteration by the formula the source used to print its TFLOP/s.
@@ -97,7 +102,76 @@ CaseResult run_case(const std::string& file)
   else
     c.predicted = r.samples_per_s;
   c.error_pct = (c.predicted - c.measured) / c.measured * 100.0;
+  // Configurations of one model: its name and the shape that makes it that model (a sequence
+  // length, a batch or a parallel plan is a configuration of it; two sources' "GPT 1.7B" are not
+  // one model).
+  c.model = fmt::format("{} ({} layers, hidden {}, ffn {}, vocabulary {})", s.model.name, s.model.num_layers,
+                        s.model.hidden_size, s.model.ffn_hidden_size, s.model.vocab_size);
+  if (c.metric == "seconds_per_iteration")
+    c.tokens_per_step = double(s.training.global_batch_size) * s.model.seq_length;
   return c;
+}
+
+// Whether the configurations of one model keep their measured order: every pair of cases of the
+// same model and metric whose measurements differ, compared by throughput (higher is better). This
+// is what a sweep or the planner relies on when it ranks a model's configurations.
+struct Ranking {
+  int models = 0;  // models with two configurations or more
+  int pairs  = 0;  // pairs compared
+  int in_order = 0;
+  double kendall_tau = 1; // (in order - out of order) / pairs
+  std::vector<std::pair<const CaseResult*, const CaseResult*>> out_of_order; // the measured faster first
+};
+
+double throughput(const CaseResult& c, double value)
+{
+  return c.tokens_per_step > 0 ? c.tokens_per_step / value : value;
+}
+
+Ranking rank(const std::vector<CaseResult>& cases)
+{
+  std::map<std::pair<std::string, std::string>, std::vector<const CaseResult*>> by_model;
+  for (const auto& c : cases)
+    by_model[{c.model, c.metric}].push_back(&c);
+  Ranking r;
+  for (const auto& [key, group] : by_model) {
+    if (group.size() < 2)
+      continue;
+    ++r.models;
+    for (size_t i = 0; i < group.size(); ++i)
+      for (size_t j = i + 1; j < group.size(); ++j) {
+        const CaseResult* a = group[i];
+        const CaseResult* b = group[j];
+        const double measured = throughput(*a, a->measured) - throughput(*b, b->measured);
+        if (measured == 0)
+          continue; // a tie measured has no order to keep
+        const double predicted = throughput(*a, a->predicted) - throughput(*b, b->predicted);
+        ++r.pairs;
+        if ((measured > 0) == (predicted > 0) && predicted != 0)
+          ++r.in_order;
+        else
+          r.out_of_order.emplace_back(measured > 0 ? a : b, measured > 0 ? b : a);
+      }
+  }
+  if (r.pairs > 0)
+    r.kendall_tau = double(2 * r.in_order - r.pairs) / r.pairs;
+  return r;
+}
+
+std::string ranking_line(const Ranking& r)
+{
+  if (r.pairs == 0)
+    return "no model has two configurations with different measurements to rank";
+  std::string out = fmt::format("ranking: {} of {} pairs of configurations of one model in their measured order "
+                                "(Kendall's tau {:.2f}, {} models)",
+                                r.in_order, r.pairs, r.kendall_tau, r.models);
+  constexpr size_t kShown = 5;
+  for (size_t i = 0; i < std::min(kShown, r.out_of_order.size()); ++i)
+    out += fmt::format("{}{} measured faster than {}", i == 0 ? "; out of order: " : ", ", r.out_of_order[i].first->id,
+                       r.out_of_order[i].second->id);
+  if (r.out_of_order.size() > kShown)
+    out += fmt::format(" and {} more", r.out_of_order.size() - kShown);
+  return out;
 }
 
 struct Group {
@@ -149,7 +223,7 @@ std::string not_fitting_line(const Summary& sum)
   return ids.empty() ? "every case is predicted to fit in memory" : "predicted not to fit in memory: " + ids;
 }
 
-std::string text_table(const std::vector<CaseResult>& cases, const Summary& sum)
+std::string text_table(const std::vector<CaseResult>& cases, const Summary& sum, const Ranking& ranking)
 {
   std::string out = fmt::format("{:<46} {:>5}  {:<16} {:>10} {:>10} {:>8}\n", "case", "GPUs", "metric", "measured",
                                 "predicted", "error");
@@ -158,12 +232,12 @@ std::string text_table(const std::vector<CaseResult>& cases, const Summary& sum)
                        c.predicted, c.error_pct);
   out += fmt::format("\nmean absolute percentage error {:.1f}% over {} cases; worst {} ({:+.1f}%)\n", sum.mape,
                      cases.size(), sum.worst->id, sum.worst->error_pct);
-  out += fmt::format("  per framework: {}\n  per device:    {}\n  {}\n", groups_line(sum.by_framework, ", "),
-                     groups_line(sum.by_device, ", "), not_fitting_line(sum));
+  out += fmt::format("  per framework: {}\n  per device:    {}\n  {}\n  {}\n", groups_line(sum.by_framework, ", "),
+                     groups_line(sum.by_device, ", "), not_fitting_line(sum), ranking_line(ranking));
   return out;
 }
 
-std::string markdown_table(const std::vector<CaseResult>& cases, const Summary& sum)
+std::string markdown_table(const std::vector<CaseResult>& cases, const Summary& sum, const Ranking& ranking)
 {
   std::string out = "| case | GPUs | metric | measured | predicted | error | source |\n"
                     "| --- | ---: | --- | ---: | ---: | ---: | --- |\n";
@@ -174,10 +248,13 @@ std::string markdown_table(const std::vector<CaseResult>& cases, const Summary& 
                      cases.size(), sum.worst->id, sum.worst->error_pct);
   out += fmt::format("Per framework: {}. Per device: {}. {}.\n", groups_line(sum.by_framework, ", "),
                      groups_line(sum.by_device, ", "), not_fitting_line(sum));
+  std::string line = ranking_line(ranking);
+  line[0]          = static_cast<char>(std::toupper(static_cast<unsigned char>(line[0])));
+  out += line + ".\n";
   return out;
 }
 
-nlohmann::json json_report(const std::vector<CaseResult>& cases, const Summary& sum)
+nlohmann::json json_report(const std::vector<CaseResult>& cases, const Summary& sum, const Ranking& ranking)
 {
   nlohmann::json j;
   j["cases"] = nlohmann::json::array();
@@ -194,6 +271,7 @@ nlohmann::json json_report(const std::vector<CaseResult>& cases, const Summary& 
                           {"url", c.url},
                           {"framework", c.framework},
                           {"device", c.device},
+                          {"model", c.model},
                           {"fits_in_memory", c.fits}});
   for (const auto& [key, groups] : {std::pair{"by_framework", &sum.by_framework}, std::pair{"by_device", &sum.by_device}})
     for (const auto& [name, g] : *groups)
@@ -202,6 +280,13 @@ nlohmann::json json_report(const std::vector<CaseResult>& cases, const Summary& 
   j["mape_pct"]        = sum.mape;
   j["worst_case"]      = sum.worst->id;
   j["worst_error_pct"] = sum.worst->error_pct;
+  j["ranking"]         = {{"models", ranking.models},
+                          {"pairs", ranking.pairs},
+                          {"in_order", ranking.in_order},
+                          {"kendall_tau", ranking.kendall_tau},
+                          {"out_of_order", nlohmann::json::array()}};
+  for (const auto& [faster, slower] : ranking.out_of_order)
+    j["ranking"]["out_of_order"].push_back({{"measured_faster", faster->id}, {"measured_slower", slower->id}});
   return j;
 }
 
@@ -482,13 +567,14 @@ int accuracy(const AccuracyOptions& o)
     if (!o.quiet)
       fmt::print(stderr, "{}: {:+.1f}%\n", cases.back().id, cases.back().error_pct);
   }
-  Summary sum = summarise(cases);
+  Summary sum           = summarise(cases);
+  const Ranking ranking = rank(cases);
   const bool held = !o.leave_out.empty();
   const LeaveOut l = held ? leave_out(cases, o.leave_out, o.quiet) : LeaveOut{};
   if (!o.markdown_out.empty())
-    write_text_file(o.markdown_out, markdown_table(cases, sum));
+    write_text_file(o.markdown_out, markdown_table(cases, sum, ranking));
   if (!o.json_out.empty()) {
-    nlohmann::json j = json_report(cases, sum);
+    nlohmann::json j = json_report(cases, sum, ranking);
     if (held) {
       j["left_out"] = {{"sources", l.sources},         {"mape_pct", l.held_out_mape}, {"cases", l.held_out},
                        {"kept_mape_pct", l.kept_mape}, {"kept_cases", l.kept},       {"refitted", !l.refits.empty()},
@@ -513,7 +599,7 @@ int accuracy(const AccuracyOptions& o)
     write_text_file(o.json_out, j.dump(2) + "\n");
   }
   if (!o.quiet)
-    fmt::print("{}{}", text_table(cases, sum), held ? leave_out_line(l) : "");
+    fmt::print("{}{}", text_table(cases, sum, ranking), held ? leave_out_line(l) : "");
   return 0;
 }
 
@@ -523,7 +609,7 @@ std::function<int()> setup(CLI::App& sub)
   o->dir = config_dir() + "/validation";
   sub.add_option("DIR", o->dir, "folder of validation scenarios (each with a \"validation\" block)");
   sub.add_option("--markdown", o->markdown_out, "write the table as Markdown to this file");
-  sub.add_option("--json", o->json_out, "write the cases, the MAPE and the worst case as JSON to this file");
+  sub.add_option("--json", o->json_out, "write the cases, the MAPE, the worst case and the ranking as JSON to this file");
   sub.add_option("--leave-out", o->leave_out,
                  "hold out the cases of this source (part of a case's id or citation, e.g. korthikanti, mtnlg) "
                  "from what is fitted, and report their error as a prediction; repeatable");

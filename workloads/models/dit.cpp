@@ -532,7 +532,8 @@ private:
   static void check_fields(JsonReader& r, ModelSpec& m)
   {
     const auto& f = m.kind_fields;
-    if (m.hidden_size % m.num_attention_heads != 0)
+    if (!r.problems().about(r.path_of("hidden_size")) && !r.problems().about(r.path_of("num_attention_heads")) &&
+        m.hidden_size % m.num_attention_heads != 0)
       r.problems().add(r.path_of("hidden_size"), fmt::format("{} is not divisible by num_attention_heads {}",
                                                               m.hidden_size, m.num_attention_heads));
     const long long down = static_cast<long long>(f.at("vae_downsample"));

@@ -191,7 +191,9 @@ public:
                                                              name, bounds.first, bounds.second));
   }
 
-  if (m.hidden_size > 0 && m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads != 0)
+  const bool shape_read = !r.problems().about(r.path_of("hidden_size")) &&
+                          !r.problems().about(r.path_of("num_attention_heads"));
+  if (shape_read && m.hidden_size > 0 && m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads != 0)
     r.problems().add(r.path_of("hidden_size"), fmt::format("{} is not divisible by num_attention_heads {}",
                                                             m.hidden_size, m.num_attention_heads));
   if (m.num_query_groups > m.num_attention_heads)

@@ -352,7 +352,9 @@ TEST_CASE("stepsim collective: presets, platform files and bad options", "[netwo
       {"--preset dgx-a10", "--preset: unknown platform preset \"dgx-a100\""},
       {"--preset dgx-a100 --network packet", "--network: expected flow or analytic"},
       {"--preset dgx-a100 --protocol LL64", "--protocol: expected auto, LL, LL128 or Simple"},
-      {"--preset dgx-a100 --nodes 0 --platform x.json", "FILE: give exactly one of"},
+      {"--preset dgx-a100 --nodes 2 --platform x.json", "FILE: give exactly one of"},
+      {"--preset dgx-a100 --nodes 0", "--nodes: Value 0 not in range"},
+      {"--preset dgx-a100 --gpus 0", "--gpus: Value 0 not in range"},
       {"", "FILE: give exactly one of"},
   }));
   auto r = testing::run_stepsim("collective " + args);

@@ -217,10 +217,12 @@ std::function<int()> setup(CLI::App& sub)
   sub.add_option("FILE", o->file, "scenario JSON file (its platform and collective algorithm are used)");
   sub.add_option("--platform", o->platform, "a platform file {\"platform\": {...}} instead of a scenario");
   sub.add_option("--preset", o->preset, "a platform preset of configs/platforms/ (dgx-a100, dgx-h100, ...)");
-  sub.add_option("--nodes", o->nodes, "with --platform or --preset: the number of nodes (default the file's)");
+  // Ranges, so that 0 is refused rather than read as "not given" (the file's nodes, all GPUs).
+  sub.add_option("--nodes", o->nodes, "with --platform or --preset: the number of nodes (default the file's)")
+      ->check(CLI::Range(1, 1 << 17));
   sub.add_option("--set", o->sets, "override a field: path=value, e.g. platform.node_groups.0.nic.bandwidth=400Gbps (repeatable)");
   sub.add_option("--op", o->op, "all_reduce (default), all_gather, reduce_scatter or all_to_all");
-  sub.add_option("--gpus", o->gpus, "group size: the first N GPUs (default all)");
+  sub.add_option("--gpus", o->gpus, "group size: the first N GPUs (default all)")->check(CLI::Range(1, 1 << 24));
   sub.add_option("--gpus-per-thread", o->gpus_per_thread,
                  "GPUs one host thread drives, as nccl-tests -g N (its header's nGpus): an iteration then takes at "
                  "least N launches (default 1: one process per GPU, as under mpirun)")

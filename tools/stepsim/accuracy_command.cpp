@@ -237,6 +237,14 @@ std::string text_table(const std::vector<CaseResult>& cases, const Summary& sum,
   return out;
 }
 
+// A line of the text table as the start of a sentence in Markdown.
+std::string sentence(std::string line)
+{
+  if (!line.empty())
+    line[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(line[0])));
+  return line;
+}
+
 std::string markdown_table(const std::vector<CaseResult>& cases, const Summary& sum, const Ranking& ranking)
 {
   std::string out = "| case | GPUs | metric | measured | predicted | error | source |\n"
@@ -246,11 +254,8 @@ std::string markdown_table(const std::vector<CaseResult>& cases, const Summary& 
                        c.predicted, c.error_pct, c.citation, c.url);
   out += fmt::format("\nMean absolute percentage error **{:.1f}%** over {} cases; worst case {} ({:+.1f}%).\n", sum.mape,
                      cases.size(), sum.worst->id, sum.worst->error_pct);
-  out += fmt::format("Per framework: {}. Per device: {}. {}.\n", groups_line(sum.by_framework, ", "),
-                     groups_line(sum.by_device, ", "), not_fitting_line(sum));
-  std::string line = ranking_line(ranking);
-  line[0]          = static_cast<char>(std::toupper(static_cast<unsigned char>(line[0])));
-  out += line + ".\n";
+  out += fmt::format("Per framework: {}. Per device: {}. {}.\n{}.\n", groups_line(sum.by_framework, ", "),
+                     groups_line(sum.by_device, ", "), sentence(not_fitting_line(sum)), sentence(ranking_line(ranking)));
   return out;
 }
 

@@ -268,6 +268,12 @@ TEST_CASE("nccl-tests -g N: an iteration takes at least N launches of its one ho
   const auto compare = testing::run_stepsim("collective --compare " + file);
   CHECK(compare.exit_code == 2);
   CHECK(compare.output.find("cases[0].gpus_per_thread: expected a divisor of the case's 6 GPUs") != std::string::npos);
+  // A case without rows has nothing to compare: refused, not printed as a case of no error.
+  cases["cases"][0]["gpus_per_thread"] = 1;
+  cases["cases"][0]["rows"]            = nlohmann::json::array();
+  const auto empty = testing::run_stepsim("collective --compare " + testing::write_temp_file("empty-cases.json", cases.dump()));
+  CHECK(empty.exit_code == 2);
+  CHECK(empty.output.find("cases[0].rows: expected a non-empty array of rows") != std::string::npos);
 }
 
 TEST_CASE("A benchmark group takes the first K GPUs of each node, as nccl-tests runs N nodes x K GPUs")

@@ -77,8 +77,9 @@ Comparison compare_published(const std::string& file, bool analytic_network, con
     };
     std::vector<Row> rows;
     const auto* given = c.raw("rows");
-    if (given == nullptr || !given->is_array())
-      problems.add(c.path_of("rows"), "expected an array of rows {\"bytes\": ..., \"time_us\": ..., \"busbw_GBps\": ...}");
+    if (given == nullptr || !given->is_array() || given->empty())
+      problems.add(c.path_of("rows"),
+                   "expected a non-empty array of rows {\"bytes\": ..., \"time_us\": ..., \"busbw_GBps\": ...}");
     // nccl-tests on N nodes runs the same number of ranks on each (mpirun -npernode, srun
     // --ntasks-per-node): the case's GPUs are spread evenly, the first of each node.
     if (cc.gpus % cc.nodes != 0)

@@ -209,6 +209,13 @@ TEST_CASE("calibrate network: a malformed log is refused with its line number", 
   std::string huge_rank = log_text(kGoodRow);
   huge_rank.replace(huge_rank.find("Rank  1"), 7, "Rank  99999999999999999999");
   CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(huge_rank, "h.log"); }), Catch::Contains("h.log:5:"));
+  // Hosts with different numbers of ranks: named at the odd host's first rank line.
+  std::string uneven = log_text(kGoodRow);
+  uneven.replace(uneven.find("Pid 12 on host1"), 15, "Pid 12 on host2");
+  uneven.replace(uneven.find("# Using devices\n") + 16, 0,
+                 "#  Rank  2 Group  0 Pid 13 on host1 device  2 [0x0c] NVIDIA A100-SXM4-80GB\n");
+  CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(uneven, "i.log"); }),
+             Catch::Contains("i.log:6: host host2 runs 1 ranks but host1 runs 2"));
 
   // The command answers with exit code 2 and the line.
   const auto file = testing::write_temp_file("all_reduce_perf_truncated.log", log_text(kGoodRow + truncated));

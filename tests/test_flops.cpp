@@ -132,6 +132,57 @@ TEST_CASE("pytorch-autocast adds autocast's casts and fp32 norms as bytes, never
   }
 }
 
+TEST_CASE("torchtitan runs Llama's RMSNorm, rotary embedding and SwiGLU as eager PyTorch ops: bytes and launches, "
+          "never FLOPs")
+{
+  // FrameworkProfile::eager_ops (workloads/frameworks/torchtitan.cpp): the GEMMs and the attention
+  // of pytorch-fsdp's lowering, and each op of Meta's reference Llama as a kernel of its own.
+  nlohmann::json doc = testing::small_scenario(1, 1, 1);
+  doc["model"] = {{"num_layers", 2},    {"hidden_size", 1024}, {"num_attention_heads", 16}, {"num_query_groups", 4},
+                  {"seq_length", 2048}, {"vocab_size", 32000}, {"ffn_hidden_size", 2816},  {"mlp", "swiglu"},
+                  {"norm", "rmsnorm"}};
+  doc["training"]["micro_batch_size"]  = 2;
+  doc["training"]["global_batch_size"] = 2;
+  doc["training"]["precision"]         = "bf16";
+  std::list<Workload> kept;
+  auto works = [&](const std::string& framework) {
+    doc["training"]["framework"] = framework;
+    return works_by_name(doc, kept);
+  };
+  auto sum = [](const Work& w, const std::string& kernel, bool launches) {
+    double total = 0;
+    for (const Kernel& k : w.kernels)
+      if (k.kind == KernelKind::Memory && (kernel.empty() || k.name == kernel))
+        total += launches ? k.launches : k.bytes;
+    return total;
+  };
+  const auto fused = works("pytorch-fsdp");
+  const auto eager = works("torchtitan");
+  for (const char* name : {"attention_forward", "mlp_forward", "attention_backward", "mlp_backward", "head_forward",
+                           "head_backward"}) {
+    INFO(name);
+    CHECK(eager.at(name)->flops() == Approx(fused.at(name)->flops()));
+    CHECK(sum(*eager.at(name), "", false) > sum(*fused.at(name), "", false));
+    CHECK(sum(*eager.at(name), "", true) > sum(*fused.at(name), "", true));
+  }
+  const double h = 1024, kv = 256, ffn = 2816, tokens = 2.0 * 2048, a = 2;
+  const auto& attention = *eager.at("attention_forward");
+  CHECK(sum(attention, "input_norm", false) == Approx(tokens * h * (28 + 4 * a)));   // fused: 2a
+  CHECK(sum(*fused.at("attention_forward"), "input_norm", false) == Approx(tokens * h * 2 * a));
+  CHECK(sum(attention, "input_norm", true) == 8);
+  CHECK(sum(attention, "rotary_embedding", false) == Approx(tokens * (h + kv) * (16 + 2 * a)));
+  CHECK(sum(attention, "repeat_kv", false) == Approx(tokens * 2 * (kv + h) * a));  // grouped-query keys and values
+  CHECK(sum(attention, "attention_output_copy", false) == Approx(tokens * h * 2 * a));
+  CHECK(sum(*eager.at("mlp_forward"), "swiglu", false) == Approx(tokens * ffn * 5 * a)); // fused: 3a
+  CHECK(sum(*fused.at("mlp_forward"), "swiglu", false) == Approx(tokens * ffn * 3 * a));
+  CHECK(sum(*eager.at("attention_backward"), "input_norm_bwd", false) == Approx(tokens * h * (8 * a + 60)));
+  CHECK(sum(*eager.at("mlp_backward"), "activation_bwd", false) == Approx(tokens * ffn * 9 * a));
+  CHECK(fused.at("attention_forward")->kernels.size() < attention.kernels.size());
+  // Multi-head attention repeats no keys and values.
+  doc["model"]["num_query_groups"] = 16;
+  CHECK(sum(*works("torchtitan").at("attention_forward"), "repeat_kv", false) == 0);
+}
+
 TEST_CASE("An fp8 run casts the linear layers' operands as Transformer Engine does and keeps the rest in bf16")
 {
   // transformer.cpp stored_element_bytes: FP8 GEMM operands with bf16 results; norms, activation

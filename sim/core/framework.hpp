@@ -98,6 +98,14 @@ struct FrameworkProfile {
   // 12 bytes each, and gradients freed after each step (zero_grad(set_to_none=True)), so with one
   // micro-batch a step they are allocated only as backward frees the activations.
   bool eager_autocast = false;
+  // The model's own PyTorch modules run op by op, none fused (torchtitan's Llama without
+  // torch.compile, norm_type "rmsnorm"), in the training precision: RMSNorm as PyTorch ops in fp32
+  // (a cast up, pow, mean, a multiply, a cast down, the weight's multiply), rotary embeddings as
+  // complex multiplies in fp32 on the query and the key, grouped-query attention's keys and
+  // values repeated to every head, the attention output transposed by a copy, and SwiGLU as silu
+  // then a multiply; each op a kernel that reads and writes whole tensors, forward and backward
+  // (workloads/models/transformer.cpp).
+  bool eager_ops = false;
   // What each behaviour above was read from: "behaviour: file (function), version".
   std::vector<std::string> sources;
 };

@@ -263,10 +263,13 @@ NcclTestsLog parse_nccl_tests_log(const std::string& text, const std::string& pa
     }
   }
   for (size_t h = 1; h < per_host.size(); ++h)
-    if (per_host[h] != per_host[0])
+    if (per_host[h] != per_host[0]) {
+      // Named at the host's first "Rank" line, where its ranks are listed.
+      const auto first = std::find_if(log.ranks.begin(), log.ranks.end(), [&](const auto& r) { return r.host == log.hosts[h]; });
       throw InputError({fmt::format("{}: host {} runs {} ranks but {} runs {}; expected the same number of GPUs on "
                                     "every host",
-                                    path, log.hosts[h], per_host[h], log.hosts[0], per_host[0])});
+                                    where(first->line), log.hosts[h], per_host[h], log.hosts[0], per_host[0])});
+    }
   log.op = op_from_file_name(path);
   if (log.op.empty())
     log.op = op_from_table(log);

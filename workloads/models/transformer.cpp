@@ -231,6 +231,35 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // the rest in bf16, with Transformer Engine's casts: stored_element_bytes).
   const bool autocast = runs_under_autocast(s);
   const double r      = autocast ? 4 : x.a;
+  // PyTorch ops one by one where the framework runs the model eagerly (FrameworkProfile::eager_ops;
+  // an autocast or FP8 run keeps the passes above). Bytes per element of the tensor each works
+  // on, a the training precision's; where two figures are given, forward then backward as
+  // autograd runs it:
+  //   RMSNorm: x.float() a+4, pow 8, mean 4, x * rsqrt 8, type_as 4+a, * weight 2a: 28 + 4a, six
+  //     launches and two on the per-token rsqrt; backward 8a + 60 in twelve (the weight's product
+  //     and its sum over tokens 6a, the cast up a+4, the product's two gradients 8 and 16, mean's
+  //     expand 4, pow's 12, their sum 12, the cast down 4+a) where a fused norm reads and writes 2a
+  //     and 4a;
+  //   rotary embedding on the query and the key: the cast up a+4, the complex multiply 8, the cast
+  //     down 4+a, 16 + 2a both ways, three launches each;
+  //   SwiGLU: silu 2a and the product 3a, 5a, backward the product's two gradients 6a and silu's
+  //     3a, 9a, where a fused kernel reads two and writes one (3a, backward 4a);
+  //   the attention output transposed to (batch, sequence, hidden) by a copy, 2a, and its
+  //     gradient made contiguous again for the attention's backward, 2a;
+  //   grouped-query attention's keys and values repeated to every head (repeat_kv: expand, then
+  //     reshape copies), reading kv and writing h per token for each, and summed back in backward.
+  const bool eager = FrameworkRegistry::get(s.training.framework, "training.framework").eager_ops && !autocast && !x.fp8;
+  auto eager_kernel = [](const char* name, double bytes, double launches) {
+    Kernel k   = memory_kernel(name, bytes);
+    k.launches = launches;
+    return k;
+  };
+  const double qk_width = (x.h + x.kv) / x.t; // the query's and the key's elements per token
+  auto rope             = [&](const char* name) { return eager_kernel(name, x.tokens * qk_width * (16 + 2 * x.a), 6); };
+  auto repeat_kv        = [&](const char* name) {
+    return eager_kernel(name, x.tokens * 2 * (x.kv + x.h) / x.t * x.a, 2);
+  };
+  const bool grouped = x.kv < x.h;
   const bool biases   = s.model.norm == "layernorm"; // GPT's linear layers have biases, Llama's none
   const double attn_weights = (x.h * (qkv_n + x.h / x.t)) + (biases ? qkv_n + x.h / x.t : 0);
   const double mlp_weights  = (x.h * (mlp_n + x.ffn / x.t)) + (biases ? mlp_n + x.h : 0);
@@ -239,6 +268,8 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // Under FP8 the norm writes its output in FP8 for the linear layer it feeds (Transformer
   // Engine's LayerNormLinear and LayerNormMLP: layernorm_fwd_fp8 / rmsnorm_fwd_fp8).
   auto norm = [&](const char* name, const char* cast) {
+    if (eager)
+      return std::vector<Kernel>{eager_kernel(name, nt * x.h * (28 + 4 * x.a), 8)};
     std::vector<Kernel> out = {x.fp8 ? memory_kernel(name, nt * x.h * (x.a + 1)) : elementwise(name, nt, x.h, 2, r)};
     if (autocast)
       out.push_back(elementwise(cast, nt, x.h, 1, r + x.a));
@@ -259,8 +290,8 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     std::vector<Kernel> out;
     if (autocast)
       out.push_back(elementwise(cast, nt, x.h, 1, x.a + r));
-    out.push_back(elementwise(name, nt, x.h, 4, r));
-    if (autocast)
+    out.push_back(eager ? eager_kernel(name, nt * x.h * (8 * x.a + 60), 12) : elementwise(name, nt, x.h, 4, r));
+    if (autocast || eager) // eagerly, autograd adds the norm's gradient to the residual's
       out.push_back(elementwise(add, nt, x.h, 3, r));
     return out;
   };
@@ -274,10 +305,15 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   if (autocast)
     attn_f_pre.insert(attn_f_pre.begin(), weight_cast("attention_weight_cast", attn_weights));
   attn_f_pre.push_back(fwd("qkv", x, qkv_n, x.h));
+  if (eager) {
+    attn_f_pre.push_back(rope("rotary_embedding"));
+    if (grouped)
+      attn_f_pre.push_back(repeat_kv("repeat_kv"));
+  }
   std::vector<Kernel> attn_f_core;
   attention_core(s, x, false, attn_f_core);
   std::vector<Kernel> attn_f_post;
-  if (autocast) // (batch, heads, sequence, head_dim) to (batch, sequence, hidden)
+  if (autocast || eager) // (batch, heads, sequence, head_dim) to (batch, sequence, hidden)
     attn_f_post.push_back(elementwise("attention_output_copy", x.tokens, x.h / x.t, 2, x.a));
   if (x.fp8) // the bf16 attention output into the projection (te.Linear)
     attn_f_post.push_back(fp8_cast_transpose("attention_out_fp8_cast", x.tokens, x.h / x.t));
@@ -291,9 +327,11 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // The activation function reads fc1's bf16 output; under FP8 it writes fc2's input in FP8
   // (LayerNormMLP: the activation kernel takes fc2's input scale).
   const char* activation = s.model.mlp == "swiglu" ? "swiglu" : "gelu";
+  const bool eager_swiglu = eager && s.model.mlp == "swiglu";
   mlp_f.insert(mlp_f.end(), {fwd("fc1", x, mlp_n, x.h),
-                             x.fp8 ? memory_kernel(activation, x.tokens * x.ffn / x.t * ((act - 1) * x.a + 1))
-                                   : elementwise(activation, x.tokens, x.ffn / x.t, act, x.a),
+                             x.fp8          ? memory_kernel(activation, x.tokens * x.ffn / x.t * ((act - 1) * x.a + 1))
+                             : eager_swiglu ? eager_kernel(activation, x.tokens * x.ffn / x.t * 5 * x.a, 2)
+                                            : elementwise(activation, x.tokens, x.ffn / x.t, act, x.a),
                              fwd("fc2", x, x.h, x.ffn / x.t), residual_add()});
 
   // Under FP8 each output gradient is cast (and transposed, for the weight gradient) before the
@@ -305,13 +343,18 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   if (x.fp8)
     attn_bi_post.push_back(fp8_cast_transpose("attention_out_grad_fp8_cast", nt, x.h));
   attn_bi_post.push_back(dgrad("attention_out_dgrad", x, x.h, x.h / x.t));
-  if (autocast)
+  if (autocast || eager)
     attn_bi_post.push_back(elementwise("attention_output_copy_bwd", x.tokens, x.h / x.t, 2, x.a));
   std::vector<Kernel> attn_bi_core;
   if (s.training.recompute == "selective") // the attention core is recomputed inside backward
     attention_core(s, x, false, attn_bi_core);
   attention_core(s, x, true, attn_bi_core);
   std::vector<Kernel> attn_bi_pre;
+  if (eager) {
+    if (grouped)
+      attn_bi_pre.push_back(repeat_kv("repeat_kv_bwd"));
+    attn_bi_pre.push_back(rope("rotary_embedding_bwd"));
+  }
   if (autocast) // the query, key and value gradients copied into the projection's output gradient
     attn_bi_pre.push_back(elementwise("qkv_grad_copy", x.tokens, qkv_n, 2, x.a));
   if (x.fp8)
@@ -331,7 +374,8 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   if (x.fp8)
     mlp_bi.push_back(fp8_cast_transpose("fc2_grad_fp8_cast", nt, x.h));
   mlp_bi.insert(mlp_bi.end(), {dgrad("fc2_dgrad", x, x.h, x.ffn / x.t),
-                               elementwise("activation_bwd", x.tokens, x.ffn / x.t, act + 1, x.a),
+                               eager_swiglu ? eager_kernel("activation_bwd", x.tokens * x.ffn / x.t * 9 * x.a, 3)
+                                            : elementwise("activation_bwd", x.tokens, x.ffn / x.t, act + 1, x.a),
                                dgrad("fc1_dgrad", x, mlp_n, x.h)});
   mlp_bi = joined(mlp_bi, norm_backward("post_attention_norm_bwd", "post_attention_norm_cast_bwd",
                                         "post_attention_residual_grad_add"));
@@ -405,7 +449,8 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     head_b.push_back(weight_cast("logits_weight_grad_cast", x.vocab / x.t * x.h));
     head_b.push_back(elementwise("final_norm_cast_bwd", nt, x.h, 1, x.a + r));
   }
-  head_b.push_back(elementwise("final_norm_bwd", nt, x.h, 4, r));
+  head_b.push_back(eager ? eager_kernel("final_norm_bwd", nt * x.h * (8 * x.a + 60), 12)
+                         : elementwise("final_norm_bwd", nt, x.h, 4, r));
   w.head_backward = add("head_backward", std::move(head_b));
   return w;
 }

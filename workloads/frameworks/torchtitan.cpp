@@ -1,0 +1,30 @@
+// torchtitan (PyTorch's own pre-training stack, 2024): FSDP2 over Meta's reference Llama, run
+// eagerly. Its parameters and gradients are sharded as pytorch-fsdp's; what differs is the model
+// code: without torch.compile each norm, rotary embedding and gated activation is a chain of
+// PyTorch ops, not a fused kernel (FrameworkProfile::eager_ops).
+#include "sim/core/framework.hpp"
+#include "workloads/frameworks/context.hpp"
+
+namespace stepsim {
+namespace {
+
+const bool registered = FrameworkRegistry::add(
+    "torchtitan", "torchtitan: FSDP2 over Meta's Llama in eager PyTorch (unfused RMSNorm, RoPE and SwiGLU)",
+    FrameworkProfile{
+        .attention = "flash",
+        .overlap_grad_reduce = true,
+        .bucket_parameters = 0, // one reduce-scatter per wrapped unit (a transformer block), not buckets
+        .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        .eager_ops = true,
+        .sources = {"eager_ops: torchtitan/models/norms.py (RMSNorm._norm: x * torch.rsqrt(x.pow(2).mean(-1, "
+                    "keepdim=True) + eps) on x.float(), then .type_as(x) and * self.weight; norm_type \"rmsnorm\" "
+                    "and compile = false in train_configs/llama2_13b.toml, llama2_70b.toml, llama3_70b.toml); "
+                    "torchtitan/models/llama/model.py (apply_rotary_emb: view_as_complex(xq.float()...) * freqs_cis, "
+                    "view_as_real, .type_as(xq); repeat_kv; output.transpose(1, 2).contiguous() after "
+                    "F.scaled_dot_product_attention; FeedForward.forward: w2(F.silu(w1(x)) * w3(x))), 2024",
+                    "overlap_grad_reduce: torch/distributed/_composable/fsdp (fully_shard: each transformer block "
+                    "reduce-scattered from its post-backward hook), torchtitan/parallelisms/parallelize_llama.py",
+                    "attention: torch.nn.functional.scaled_dot_product_attention (flash backend)"}});
+
+} // namespace
+} // namespace stepsim

@@ -181,6 +181,12 @@ TEST_CASE("torchtitan runs Llama's RMSNorm, rotary embedding and SwiGLU as eager
   // Multi-head attention repeats no keys and values.
   doc["model"]["num_query_groups"] = 16;
   CHECK(sum(*works("torchtitan").at("attention_forward"), "repeat_kv", false) == 0);
+  // A GPT's nn.LayerNorm is one kernel eagerly too, and it has no rotary embedding.
+  doc["model"]["norm"]  = "layernorm";
+  const auto gpt        = works("torchtitan");
+  CHECK(sum(*gpt.at("attention_forward"), "input_norm", false) == Approx(tokens * h * 2 * a));
+  CHECK(sum(*gpt.at("attention_forward"), "rotary_embedding", false) == 0);
+  CHECK(sum(*gpt.at("attention_forward"), "attention_output_copy", false) == Approx(tokens * h * 2 * a));
 }
 
 TEST_CASE("An fp8 run casts the linear layers' operands as Transformer Engine does and keeps the rest in bf16")

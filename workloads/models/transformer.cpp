@@ -248,7 +248,10 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   //     gradient made contiguous again for the attention's backward, 2a;
   //   grouped-query attention's keys and values repeated to every head (repeat_kv: expand, then
   //     reshape copies), reading kv and writing h per token for each, and summed back in backward.
+  // RMSNorm and the rotary embedding are Llama's (a GPT's nn.LayerNorm is one kernel eagerly too,
+  // and it learns its positions); SwiGLU goes with model.mlp.
   const bool eager = FrameworkRegistry::get(s.training.framework, "training.framework").eager_ops && !autocast && !x.fp8;
+  const bool eager_rms = eager && s.model.norm == "rmsnorm";
   auto eager_kernel = [](const char* name, double bytes, double launches) {
     Kernel k   = memory_kernel(name, bytes);
     k.launches = launches;
@@ -268,7 +271,7 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // Under FP8 the norm writes its output in FP8 for the linear layer it feeds (Transformer
   // Engine's LayerNormLinear and LayerNormMLP: layernorm_fwd_fp8 / rmsnorm_fwd_fp8).
   auto norm = [&](const char* name, const char* cast) {
-    if (eager)
+    if (eager_rms)
       return std::vector<Kernel>{eager_kernel(name, nt * x.h * (28 + 4 * x.a), 8)};
     std::vector<Kernel> out = {x.fp8 ? memory_kernel(name, nt * x.h * (x.a + 1)) : elementwise(name, nt, x.h, 2, r)};
     if (autocast)
@@ -290,7 +293,7 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     std::vector<Kernel> out;
     if (autocast)
       out.push_back(elementwise(cast, nt, x.h, 1, x.a + r));
-    out.push_back(eager ? eager_kernel(name, nt * x.h * (8 * x.a + 60), 12) : elementwise(name, nt, x.h, 4, r));
+    out.push_back(eager_rms ? eager_kernel(name, nt * x.h * (8 * x.a + 60), 12) : elementwise(name, nt, x.h, 4, r));
     if (autocast || eager) // eagerly, autograd adds the norm's gradient to the residual's
       out.push_back(elementwise(add, nt, x.h, 3, r));
     return out;
@@ -305,11 +308,10 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   if (autocast)
     attn_f_pre.insert(attn_f_pre.begin(), weight_cast("attention_weight_cast", attn_weights));
   attn_f_pre.push_back(fwd("qkv", x, qkv_n, x.h));
-  if (eager) {
+  if (eager_rms)
     attn_f_pre.push_back(rope("rotary_embedding"));
-    if (grouped)
-      attn_f_pre.push_back(repeat_kv("repeat_kv"));
-  }
+  if (eager && grouped)
+    attn_f_pre.push_back(repeat_kv("repeat_kv"));
   std::vector<Kernel> attn_f_core;
   attention_core(s, x, false, attn_f_core);
   std::vector<Kernel> attn_f_post;
@@ -350,11 +352,10 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     attention_core(s, x, false, attn_bi_core);
   attention_core(s, x, true, attn_bi_core);
   std::vector<Kernel> attn_bi_pre;
-  if (eager) {
-    if (grouped)
-      attn_bi_pre.push_back(repeat_kv("repeat_kv_bwd"));
+  if (eager && grouped)
+    attn_bi_pre.push_back(repeat_kv("repeat_kv_bwd"));
+  if (eager_rms)
     attn_bi_pre.push_back(rope("rotary_embedding_bwd"));
-  }
   if (autocast) // the query, key and value gradients copied into the projection's output gradient
     attn_bi_pre.push_back(elementwise("qkv_grad_copy", x.tokens, qkv_n, 2, x.a));
   if (x.fp8)
@@ -449,7 +450,7 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     head_b.push_back(weight_cast("logits_weight_grad_cast", x.vocab / x.t * x.h));
     head_b.push_back(elementwise("final_norm_cast_bwd", nt, x.h, 1, x.a + r));
   }
-  head_b.push_back(eager ? eager_kernel("final_norm_bwd", nt * x.h * (8 * x.a + 60), 12)
+  head_b.push_back(eager_rms ? eager_kernel("final_norm_bwd", nt * x.h * (8 * x.a + 60), 12)
                          : elementwise("final_norm_bwd", nt, x.h, 4, r));
   w.head_backward = add("head_backward", std::move(head_b));
   return w;

@@ -119,8 +119,8 @@ StageCosts stage_costs(const Scenario& s, const Device& device)
   StageCosts c;
   c.layer_s = seconds(t.attention_forward) + seconds(t.mlp_forward) + seconds(t.attention_backward) +
               seconds(t.mlp_backward);
-  if (s.training.recompute == "full")
-    c.layer_s += seconds(t.attention_recompute) + seconds(t.mlp_recompute);
+  if (s.training.recompute == "full") // on average over the layers: a partial recompute rebuilds some
+    c.layer_s += s.recomputed_layer_share() * (seconds(t.attention_recompute) + seconds(t.mlp_recompute));
   c.embedding_s = seconds(t.embedding_forward) + seconds(t.embedding_backward);
   c.head_s      = seconds(t.head_forward) + seconds(t.head_backward);
   return c;
@@ -137,7 +137,7 @@ double tensor_seconds_per_layer(const Scenario& s, const NodeGroupSpec& node)
   const int t = s.parallelism.tensor;
   if (t <= 1 || node.intra_node.bandwidth_Bps <= 0)
     return 0;
-  const double blocks = s.training.recompute == "full" ? 6 : 4;
+  const double blocks = 4 + 2 * s.recomputed_layer_share();
   const double bytes  = activation_bytes(s);
   return blocks * (2.0 * (t - 1) / t * bytes / node.intra_node.bandwidth_Bps + 2.0 * (t - 1) * node.intra_node.latency_s);
 }

@@ -106,6 +106,14 @@ struct FrameworkProfile {
   // then a multiply; each op a kernel that reads and writes whole tensors, forward and backward
   // (workloads/models/transformer.cpp).
   bool eager_ops = false;
+  // What training.recompute "selective" rebuilds in backward. "attention": the attention core
+  // (Megatron's --recompute-granularity selective, Korthikanti 2022). "op": torchtitan's per-op
+  // policy (activation_checkpoint mode "selective", selective_ac_option "op"): each transformer
+  // block is checkpointed with the outputs of its attention and of every other matmul kept (the
+  // first, third, ... of the block: the query, value, gate and down projections), and the rest
+  // rebuilt before its backward: the norms, the key and output projections, the rotary embedding,
+  // the up projection and the activation (workloads/models/transformer.cpp).
+  std::string selective_recompute = "attention";
   // What each behaviour above was read from: "behaviour: file (function), version".
   std::vector<std::string> sources;
 };

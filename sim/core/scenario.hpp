@@ -105,6 +105,13 @@ struct TrainingSpec {
   long long micro_batch_size  = 1;
   std::string precision       = "bf16";  // fp32 | tf32 | fp16 | bf16 | fp8
   std::string recompute       = "none";  // none | selective | full
+  // Which layers a "full" recompute rebuilds (Scenario::layer_recomputed); the defaults, all:
+  // every k-th layer of the model, counted from the first, as torchtitan's checkpoint_wrapper
+  // counts its transformer blocks (activation_checkpoint.selective_ac_option = k, "selective
+  // layer"); or the first N layers of each pipeline chunk, as Megatron's --recompute-method block
+  // --recompute-num-layers N (0: every layer).
+  int recompute_every      = 1;
+  int recompute_num_layers = 0;
   std::string attention       = "flash"; // flash (fused) | standard (scores materialised)
   std::string optimizer       = "adam";
   // What gradients are accumulated and reduced in: "fp32", or 16-bit ("bf16", "fp16"). Megatron
@@ -368,6 +375,12 @@ struct Scenario {
   // `stage` over all its chunks.
   int layers_in_virtual_stage(int vs) const;
   int layers_on_stage(int stage) const;
+  // Whether a full recompute rebuilds the model's layer `layer` (from 0, in virtual-stage order),
+  // the `j`-th of its chunk (training.recompute_every, recompute_num_layers); how many of a
+  // stage's layers it rebuilds; their share of the model's.
+  bool layer_recomputed(long long layer, int j) const;
+  int recomputed_layers_on_stage(int stage) const;
+  double recomputed_layer_share() const;
 
   long long micro_batches_per_replica() const
   {

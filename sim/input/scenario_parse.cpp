@@ -40,6 +40,20 @@ void read_training(JsonReader r, TrainingSpec& t, const FrameworkProfile& framew
   t.micro_batch_size  = r.integer("micro_batch_size", 1);
   t.precision         = r.text("precision", std::string("bf16"), {"fp32", "tf32", "fp16", "bf16", "fp8"});
   t.recompute         = r.text("recompute", std::string("none"), {"none", "selective", "full"});
+  // A partial full recompute: every k-th layer (torchtitan's selective layer checkpointing) or the
+  // first N of each pipeline chunk (Megatron's block method); either names which layers "full"
+  // rebuilds, so it needs "full", and one of them at a time.
+  t.recompute_every      = static_cast<int>(r.integer("recompute_every", 1, 1, limits::kMaxLayers));
+  t.recompute_num_layers = static_cast<int>(r.integer("recompute_num_layers", 0, 1, limits::kMaxLayers));
+  for (const char* key : {"recompute_every", "recompute_num_layers"})
+    if (r.has(key) && t.recompute != "full")
+      r.problems().add(r.path_of(key), fmt::format("chooses the layers a full recompute rebuilds, but "
+                                                   "training.recompute is \"{}\"; set it to \"full\"",
+                                                   t.recompute));
+  if (r.has("recompute_every") && r.has("recompute_num_layers"))
+    r.problems().add(r.path_of("recompute_num_layers"),
+                     "give recompute_every (every k-th layer) or recompute_num_layers (the first N of each chunk), "
+                     "not both");
   t.attention         = r.text("attention", framework.attention, {"flash", "standard"});
   t.optimizer         = r.text("optimizer", std::string("adam"), {"adam", "sgd"});
   std::vector<std::string> kernels(std::begin(kAttentionKernels), std::end(kAttentionKernels));
@@ -354,6 +368,21 @@ void check_shapes(const Scenario& s, const ModelHooks& model, Problems& problems
                  fmt::format("a mixture-of-experts model with tensor {} needs sequence_parallel true (as Megatron "
                              "requires: each tensor rank routes its share of the tokens)",
                              p.tensor));
+  // A framework's per-op selective policy is lowered for the transformer's blocks (its lowering
+  // names the ops); the other kinds' "selective" is the attention core's.
+  if (t.recompute == "selective" && m.architecture == "dit" &&
+      FrameworkRegistry::get(t.framework, "training.framework").selective_recompute != "attention")
+    problems.add("training.recompute",
+                 fmt::format("\"selective\" under {} is its per-op policy, which stepsim lowers for the transformer's "
+                             "blocks; a dit recomputes its attention core only under a profile whose selective "
+                             "recompute is the attention's (e.g. megatron-lm-2022)",
+                             t.framework));
+  // Partial recompute picks layers of the transformer's plan; the other kinds recompute all or none.
+  if ((t.recompute_every != 1 || t.recompute_num_layers != 0) && m.architecture != "transformer")
+    problems.add(t.recompute_every != 1 ? "training.recompute_every" : "training.recompute_num_layers",
+                 fmt::format("picks the transformer layers a full recompute rebuilds; model.architecture \"{}\" "
+                             "recomputes all its layers or none",
+                             m.architecture));
   check_context_attention(s, problems); // heads for Ulysses' all-to-alls (sim/input/context_parse.hpp)
   // Ring attention balances the causal work by cutting the sequence into 2 × context chunks
   // (Ulysses computes whole sequences and needs no such cut).
@@ -383,6 +412,46 @@ int Scenario::layers_on_stage(int stage) const
   for (int chunk = 0; chunk < parallelism.virtual_stages; ++chunk)
     layers += layers_in_virtual_stage(chunk * parallelism.pipeline + stage);
   return layers;
+}
+
+bool Scenario::layer_recomputed(long long layer, int j) const
+{
+  if (training.recompute != "full")
+    return false;
+  if (training.recompute_num_layers > 0) // Megatron's block method counts within each model chunk
+    return j < training.recompute_num_layers;
+  return (layer + 1) % training.recompute_every == 0;
+}
+
+int Scenario::recomputed_layers_on_stage(int stage) const
+{
+  const int p = parallelism.pipeline;
+  long long first = 0; // the index in the whole model of each chunk's first layer (virtual-stage order)
+  int n           = 0;
+  for (int vs = 0; vs < p * parallelism.virtual_stages; ++vs) {
+    const int layers = layers_in_virtual_stage(vs);
+    if (vs % p == stage)
+      for (int j = 0; j < layers; ++j)
+        n += layer_recomputed(first + j, j) ? 1 : 0;
+    first += layers;
+  }
+  return n;
+}
+
+double Scenario::recomputed_layer_share() const
+{
+  if (training.recompute != "full" || model.num_layers <= 0)
+    return 0;
+  if (training.recompute_every == 1 && training.recompute_num_layers == 0) // every layer, however staged
+    return 1;
+  long long first = 0, n = 0;
+  for (int vs = 0; vs < parallelism.pipeline * parallelism.virtual_stages; ++vs) {
+    const int layers = layers_in_virtual_stage(vs);
+    for (int j = 0; j < layers; ++j)
+      n += layer_recomputed(first + j, j) ? 1 : 0;
+    first += layers;
+  }
+  return double(n) / model.num_layers;
 }
 
 Scenario parse_scenario(const nlohmann::json& document, const std::string& base_dir, const ModelHooks& model)

@@ -239,11 +239,12 @@ double estimate_step_seconds(const Scenario& s, const JobPlan& job)
     auto sec             = [&](int work) { return work < 0 ? 0.0 : w.works[static_cast<size_t>(work)].seconds; };
     double layer = sec(k.attention_forward) + sec(k.attention_backward) +
                    moe_factor * (sec(k.mlp_forward) + sec(k.mlp_backward));
-    int blocks = 4; // tensor-parallel collectives per layer: two in forward, two in backward
-    if (s.training.recompute == "full") {
-      layer += sec(k.attention_recompute) + moe_factor * sec(k.mlp_recompute);
-      blocks += 2;
-    }
+    // Tensor-parallel collectives per layer: two in forward, two in backward, two more in a
+    // recomputed forward (on average over the layers, which a partial recompute rebuilds some of).
+    const double recomputed = s.recomputed_layer_share();
+    double blocks           = 4 + 2 * recomputed;
+    if (s.training.recompute == "full")
+      layer += recomputed * (sec(k.attention_recompute) + moe_factor * sec(k.mlp_recompute));
     // Ring attention runs its core once per block of the ring: context times the one block the
     // attention works hold (causal blocks off the diagonal are whole, half of them skipped).
     // Ulysses runs one core over the whole sequence (ring of 1), USP one per rank of its ring.
@@ -258,7 +259,7 @@ double estimate_step_seconds(const Scenario& s, const JobPlan& job)
       const bool in_node   = 1LL * par.tensor * u <= node.gpus_per_node;
       const double Bps     = in_node ? node.intra_node.bandwidth_Bps : node.nic.bandwidth_Bps;
       const double latency = in_node ? node.intra_node.latency_s : node.nic.latency_s;
-      const double passes  = s.training.recompute == "full" ? 3 : 2;
+      const double passes  = 2 + recomputed;
       layer += passes * ((u - 1.0) / u * ulysses_forward_buffer_bytes_per_layer(s) / Bps + 4.0 * (u - 1) * latency);
     }
     layer += blocks * ring_all_reduce_s(activation_bytes(s), par.tensor, node.intra_node.bandwidth_Bps,

@@ -16,12 +16,18 @@ const bool registered = FrameworkRegistry::add(
         .bucket_parameters = 0, // one reduce-scatter per wrapped unit (a transformer block), not buckets
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
         .eager_ops = true,
+        .selective_recompute = "op",
         .sources = {"eager_ops: torchtitan/models/norms.py (RMSNorm._norm: x * torch.rsqrt(x.pow(2).mean(-1, "
                     "keepdim=True) + eps) on x.float(), then .type_as(x) and * self.weight; norm_type \"rmsnorm\" "
                     "and compile = false in train_configs/llama2_13b.toml, llama2_70b.toml, llama3_70b.toml); "
                     "torchtitan/models/llama/model.py (apply_rotary_emb: view_as_complex(xq.float()...) * freqs_cis, "
                     "view_as_real, .type_as(xq); repeat_kv; output.transpose(1, 2).contiguous() after "
                     "F.scaled_dot_product_attention; FeedForward.forward: w2(F.silu(w1(x)) * w3(x))), 2024",
+                    "selective_recompute: torchtitan/parallelisms/parallelize_llama.py (checkpoint_wrapper: "
+                    "selective_ac_option \"op\" saves the outputs of no_recompute_list = aten.mm, the flash and "
+                    "efficient scaled_dot_product_attention and reduce_scatter_tensor, except every second mm "
+                    "(meta[mm_count_key] % 2 == 0); a digit k wraps every k-th block in a full checkpoint, "
+                    "training.recompute \"full\" with recompute_every k), 2024",
                     "overlap_grad_reduce: torch/distributed/_composable/fsdp (fully_shard: each transformer block "
                     "reduce-scattered from its post-backward hook), torchtitan/parallelisms/parallelize_llama.py",
                     "attention: torch.nn.functional.scaled_dot_product_attention (flash backend)"}});

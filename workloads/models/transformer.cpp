@@ -341,14 +341,34 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // shard before a sequence-parallel all-gather. fc1's is fused into the activation's backward
   // (fp8_cast_transpose_bgrad_dgelu_fused), whose FP8 output and transpose are the bytes of its
   // bf16 one.
-  std::vector<Kernel> attn_bi_post = {residual_backward()};
+  // Selective recompute as the framework runs it (FrameworkProfile::selective_recompute): Megatron
+  // re-runs the attention core inside backward; torchtitan's per-op policy keeps the attention's
+  // output and the odd matmuls' (query, value, gate, down projections) and rebuilds the rest of
+  // the block before its backward (in forward order; the block's tail after the down projection,
+  // which no backward reads, is not rebuilt: torch.utils.checkpoint stops early).
+  const std::string& selective = FrameworkRegistry::get(s.training.framework, "training.framework").selective_recompute;
+  const bool by_op = s.training.recompute == "selective" && selective == "op";
+  std::vector<Kernel> attn_bi_post;
+  if (by_op) {
+    attn_bi_post = norm("input_norm_recompute", "input_norm_cast_recompute");
+    attn_bi_post.push_back(fwd("key_recompute", x, x.kv / x.t, x.h));
+    if (eager_rms)
+      attn_bi_post.push_back(rope("rotary_embedding_recompute"));
+    if (eager && grouped)
+      attn_bi_post.push_back(repeat_kv("repeat_kv_recompute"));
+    if (autocast || eager)
+      attn_bi_post.push_back(elementwise("attention_output_copy_recompute", x.tokens, x.h / x.t, 2, x.a));
+    attn_bi_post.push_back(fwd("attention_out_recompute", x, x.h, x.h / x.t));
+    attn_bi_post.push_back(residual_add());
+  }
+  attn_bi_post.push_back(residual_backward());
   if (x.fp8)
     attn_bi_post.push_back(fp8_cast_transpose("attention_out_grad_fp8_cast", nt, x.h));
   attn_bi_post.push_back(dgrad("attention_out_dgrad", x, x.h, x.h / x.t));
   if (autocast || eager)
     attn_bi_post.push_back(elementwise("attention_output_copy_bwd", x.tokens, x.h / x.t, 2, x.a));
   std::vector<Kernel> attn_bi_core;
-  if (s.training.recompute == "selective") // the attention core is recomputed inside backward
+  if (s.training.recompute == "selective" && !by_op) // the attention core is recomputed inside backward
     attention_core(s, x, false, attn_bi_core);
   attention_core(s, x, true, attn_bi_core);
   std::vector<Kernel> attn_bi_pre;
@@ -371,7 +391,15 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     attn_bw.push_back(fp8_transpose("qkv_input_fp8_transpose", x.tokens, x.h));
   attn_bw.insert(attn_bw.end(), {wgrad("attention_out_wgrad", x, x.h, x.h / x.t), wgrad("qkv_wgrad", x, qkv_n, x.h)});
 
-  std::vector<Kernel> mlp_bi = {residual_backward()};
+  std::vector<Kernel> mlp_bi;
+  if (by_op) { // the norm, the up projection (a gated MLP's second matmul) and the activation
+    mlp_bi = norm("post_attention_norm_recompute", "post_attention_norm_cast_recompute");
+    if (s.model.mlp == "swiglu")
+      mlp_bi.push_back(fwd("fc1_up_recompute", x, x.ffn / x.t, x.h));
+    mlp_bi.push_back(eager_swiglu ? eager_kernel("activation_recompute", x.tokens * x.ffn / x.t * 5 * x.a, 2)
+                                  : elementwise("activation_recompute", x.tokens, x.ffn / x.t, act, x.a));
+  }
+  mlp_bi.push_back(residual_backward());
   if (x.fp8)
     mlp_bi.push_back(fp8_cast_transpose("fc2_grad_fp8_cast", nt, x.h));
   mlp_bi.insert(mlp_bi.end(), {dgrad("fc2_dgrad", x, x.h, x.ffn / x.t),

@@ -5,6 +5,7 @@
 #include "workloads/models/moe.hpp"
 #include "workloads/models/transformer.hpp"
 
+#include "sim/core/framework.hpp"
 #include "sim/input/hf_config.hpp"
 #include "sim/input/limits.hpp"
 
@@ -45,6 +46,12 @@ LayerTerms mlp_activation_terms(const ModelSpec& m, bool fp8)
   return {input + mask, (m.mlp == "swiglu" ? 4 : 2) * f / h + input * f / h};
 }
 
+bool selective_by_op(const Scenario& s)
+{
+  return s.training.recompute == "selective" &&
+         FrameworkRegistry::get(s.training.framework, "training.framework").selective_recompute == "op";
+}
+
 double layer_activation_bytes(const Scenario& s)
 {
   const auto& m   = s.model;
@@ -57,6 +64,18 @@ double layer_activation_bytes(const Scenario& s)
   const double sbh = sq * b * h;
   if (s.training.recompute == "full") // only each layer's input is kept
     return 2 * sbh / (sp ? t : 1);
+  if (selective_by_op(s)) {
+    // torchtitan's per-op policy (FrameworkProfile::selective_recompute "op") keeps, in 16 bits,
+    // the block's input (sequence-sharded under tensor parallelism), the query and value
+    // projections' outputs, the attention's output (its per-row log-sum-exp, 4/head_dim of it, is
+    // left out) and the gate projection's (fc1's, ungated) on the tensor shard, and a gated MLP's
+    // down projection's whole output (its 7th matmul; an ungated MLP's fc2 is its 6th, not kept),
+    // plus the reduce-scatter's shard after it with tensor > 1.
+    const double kv_ratio = double(m.num_query_groups) / m.num_attention_heads;
+    const double f        = m.ffn_hidden_size / h;
+    const double down     = m.mlp == "swiglu" ? 2 : 0;
+    return sbh * (2 / (sp ? t : 1) + (2 + 2 * kv_ratio + 2 + 2 * f) / t + down + (t > 1 ? 2 / t : 0));
+  }
   // The 5as/h term is the attention scores and their dropout mask; selective recompute and fused
   // (flash) attention do not keep them.
   const bool keeps_scores = s.training.recompute == "none" && s.training.attention == "standard";
@@ -224,6 +243,11 @@ public:
   {
     const auto& m = s.model;
     const auto& p = s.parallelism;
+    if (selective_by_op(s) && is_moe(m))
+      problems.add("training.recompute",
+                   fmt::format("\"selective\" under {} is its per-op policy, which stepsim lowers for dense layers; "
+                               "model.num_experts is {}: use none or full",
+                               s.training.framework, m.num_experts));
     if (p.stage_layers.empty() && p.stage_layers_auto && m.num_layers > 0 &&
         m.num_layers < 1LL * p.pipeline * p.virtual_stages)
       problems.add("parallelism.stage_layers",
@@ -245,8 +269,17 @@ public:
   {
     double tokens  = double(s.training.global_batch_size) * s.model.seq_length;
     double forward = tokens * forward_flops_per_token(s.model, s.model.seq_length, s.model.moe_capacity_factor);
-    if (s.training.recompute == "full")
-      return 4.0 * forward - tokens * 2.0 * s.model.hidden_size * s.model.vocab_size; // the head is not recomputed
+    if (s.training.recompute == "full") { // the recomputed layers' forward again; not the head
+      const double head  = tokens * 2.0 * s.model.hidden_size * s.model.vocab_size;
+      const double share = s.recomputed_layer_share();
+      return share == 1 ? 4.0 * forward - head : 3.0 * forward + share * (forward - head);
+    }
+    if (selective_by_op(s)) { // the key, output and up projections again (workloads/models/transformer.cpp)
+      const ModelSpec& m = s.model;
+      const double kv    = double(m.hidden_size) / m.num_attention_heads * m.num_query_groups;
+      const double up    = m.mlp == "swiglu" ? double(m.ffn_hidden_size) : 0.0;
+      return 3.0 * forward + tokens * m.num_layers * 2.0 * m.hidden_size * (kv + m.hidden_size + up);
+    }
     if (s.training.recompute == "selective")
       return 3.0 * forward + tokens * s.model.num_layers * 4.0 * s.model.seq_length * s.model.hidden_size;
     return 3.0 * forward;
@@ -282,13 +315,17 @@ public:
           s.layers_on_stage(stage) * expert_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert);
     const int p            = s.parallelism.pipeline;
     const double layers    = s.layers_on_stage(stage);
-    const double per_layer = layer_activation_bytes(s);
-    f.activations          = per_layer * layers * micro_batches_in_flight;
-    if (s.training.recompute == "full") { // one layer is rebuilt in full during its backward
-      Scenario whole           = s;
-      whole.training.recompute = "none";
+    // A recomputed layer keeps its input, the others all they save (a partial full recompute:
+    // training.recompute_every, recompute_num_layers); one recomputed layer is rebuilt in full
+    // during its backward.
+    Scenario whole           = s;
+    whole.training.recompute = "none";
+    const double recomputed  = s.recomputed_layers_on_stage(stage);
+    const double per_layer   = layer_activation_bytes(s);
+    const double kept        = s.training.recompute == "full" ? layer_activation_bytes(whole) : per_layer;
+    f.activations = (per_layer * recomputed + kept * (layers - recomputed)) * micro_batches_in_flight;
+    if (recomputed > 0)
       f.activations += layer_activation_bytes(whole);
-    }
     // The logits of the vocabulary shard at the loss: fp32 in Megatron's fused cross entropy (4 bytes
     // each); under autocast the 16-bit logits cast to fp32, log_softmax's fp32 output and, as
     // backward begins, its fp32 gradient (cross_entropy = log_softmax + nll_loss): 12.
@@ -389,11 +426,17 @@ public:
     Layer layer{{attention, mlp}, layer_parameters - experts, experts, full, layer_parameter_tensors(s.model, tensor)};
 
     out.stages.resize(static_cast<size_t>(p * v));
+    long long first = 0; // the model's index of the chunk's first layer
     for (int vs = 0; vs < p * v; ++vs) {
       auto& layers = out.stages[vs].layers;
       if (vs == 0)
         layers.push_back(embedding);
-      layers.insert(layers.end(), static_cast<size_t>(s.layers_in_virtual_stage(vs)), layer);
+      const int n = s.layers_in_virtual_stage(vs);
+      for (int j = 0; j < n; ++j) { // a partial full recompute rebuilds some of them (training.recompute_every)
+        layer.recomputed = full && s.layer_recomputed(first + j, j);
+        layers.push_back(layer);
+      }
+      first += n;
       if (vs == p * v - 1)
         layers.push_back(head);
       out.stages[vs].output_bytes = activation_bytes(s) / tensor; // Megatron's scatter/gather across tensor peers

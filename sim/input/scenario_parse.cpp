@@ -425,6 +425,10 @@ bool Scenario::layer_recomputed(long long layer, int j) const
 
 int Scenario::recomputed_layers_on_stage(int stage) const
 {
+  if (training.recompute != "full")
+    return 0;
+  if (training.recompute_every == 1 && training.recompute_num_layers == 0)
+    return layers_on_stage(stage);
   const int p = parallelism.pipeline;
   long long first = 0; // the index in the whole model of each chunk's first layer (virtual-stage order)
   int n           = 0;

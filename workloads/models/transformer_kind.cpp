@@ -248,6 +248,11 @@ public:
                    fmt::format("\"selective\" under {} is its per-op policy, which stepsim lowers for dense layers; "
                                "model.num_experts is {}: use none or full",
                                s.training.framework, m.num_experts));
+    if (s.training.recompute_every > m.num_layers && m.num_layers > 0)
+      problems.add("training.recompute_every",
+                   fmt::format("{} rebuilds one layer in {}, and model.num_layers is {}: none would be rebuilt "
+                               "(use recompute \"none\")",
+                               s.training.recompute_every, s.training.recompute_every, m.num_layers));
     if (p.stage_layers.empty() && p.stage_layers_auto && m.num_layers > 0 &&
         m.num_layers < 1LL * p.pipeline * p.virtual_stages)
       problems.add("parallelism.stage_layers",

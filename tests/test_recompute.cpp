@@ -44,13 +44,14 @@ double step_time(const nlohmann::json& doc)
   return nlohmann::json::parse(r.output).at("step_time_s").get<double>();
 }
 
-// A Llama-shaped model (grouped-query attention, SwiGLU, RMSNorm) on small_scenario's GPUs.
+// A Llama-shaped model (grouped-query attention, SwiGLU, RMSNorm, no dropout) on small_scenario's GPUs.
 nlohmann::json llama(int pipeline)
 {
   nlohmann::json doc = testing::small_scenario(pipeline, 1, 2);
   doc["model"] = {{"num_layers", 4 * pipeline}, {"hidden_size", 1024}, {"num_attention_heads", 16},
                   {"num_query_groups", 4},       {"seq_length", 2048},  {"vocab_size", 32000},
-                  {"ffn_hidden_size", 2816},     {"mlp", "swiglu"},     {"norm", "rmsnorm"}};
+                  {"ffn_hidden_size", 2816},     {"mlp", "swiglu"},     {"norm", "rmsnorm"},
+                  {"dropout", 0.0}}; // Llama's (a scenario's default is Megatron's 0.1)
   return doc;
 }
 
@@ -239,4 +240,52 @@ TEST_CASE("a per-op selective policy is refused where stepsim does not lower it:
   dit["training"]["framework"] = "torchtitan";
   CHECK_THROWS_WITH(scenario_from_json(dit),
                     Catch::Contains("training.recompute: \"selective\" under torchtitan is its per-op policy"));
+}
+
+TEST_CASE("torchtitan's recomputed forward stops early: a block's fc2 is not rebuilt, as PyTorch's non-reentrant "
+          "checkpoint stops once backward's tensors are back")
+{
+  // torch/utils/checkpoint.py: the recomputation raises _StopRecomputationError when the last tensor
+  // the forward saved is packed again; fc2 packs its input before its GEMM runs, and the residual
+  // add after it saves nothing. Megatron's reentrant CheckpointFunction re-runs the whole forward.
+  nlohmann::json doc                   = llama(1);
+  doc["training"]["recompute"]         = "full";
+  doc["training"]["micro_batch_size"]  = 2;
+  doc["training"]["global_batch_size"] = 2;
+  const double tokens = 2.0 * 2048, h = 1024, ffn = 2816, layers = 4;
+  std::list<Workload> kept;
+  auto works = [&](const std::string& framework) {
+    doc["training"]["framework"] = framework;
+    kept.push_back(lower(scenario_from_json(doc)));
+    std::map<std::string, const Work*> by_name;
+    for (const Work& w : kept.back().works)
+      by_name.emplace(w.name, &w);
+    return by_name;
+  };
+  auto has = [](const Work& w, const std::string& kernel) {
+    return std::any_of(w.kernels.begin(), w.kernels.end(), [&](const Kernel& k) { return k.name == kernel; });
+  };
+  const auto titan = works("torchtitan");
+  CHECK_FALSE(has(*titan.at("mlp_recompute"), "fc2"));
+  CHECK_FALSE(has(*titan.at("mlp_recompute"), "residual_add"));
+  CHECK(has(*titan.at("mlp_recompute"), "fc1"));
+  CHECK(titan.at("mlp_forward")->flops() - titan.at("mlp_recompute")->flops() == Approx(2 * tokens * h * ffn));
+  CHECK(titan.at("attention_recompute")->flops() == Approx(titan.at("attention_forward")->flops()));
+  const auto megatron = works("megatron-lm-2022");
+  CHECK(megatron.at("mlp_recompute")->flops() == Approx(megatron.at("mlp_forward")->flops()));
+
+  // Hardware FLOPs: one fc2 fewer per recomputed layer.
+  auto hardware = [&](const std::string& framework, const std::string& recompute) {
+    doc["training"]["framework"] = framework;
+    doc["training"]["recompute"] = recompute;
+    return hardware_flops_per_step(scenario_from_json(doc));
+  };
+  CHECK(hardware("torchtitan", "full") - hardware("torchtitan", "none") ==
+        Approx(hardware("megatron-lm-2022", "full") - hardware("megatron-lm-2022", "none") -
+               tokens * layers * 2 * h * ffn));
+
+  // A dropout after fc2 keeps a mask, so fc2 runs again.
+  doc["model"]["dropout"]      = 0.1;
+  doc["training"]["recompute"] = "full";
+  CHECK(has(*works("torchtitan").at("mlp_recompute"), "fc2"));
 }

@@ -17,6 +17,7 @@ const bool registered = FrameworkRegistry::add(
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
         .eager_ops = true,
         .selective_recompute = "op",
+        .recompute_stops_early = true,
         .sources = {"eager_ops: torchtitan/models/norms.py (RMSNorm._norm: x * torch.rsqrt(x.pow(2).mean(-1, "
                     "keepdim=True) + eps) on x.float(), then .type_as(x) and * self.weight; norm_type \"rmsnorm\" "
                     "and compile = false in train_configs/llama2_13b.toml, llama2_70b.toml, llama3_70b.toml); "
@@ -28,6 +29,10 @@ const bool registered = FrameworkRegistry::add(
                     "efficient scaled_dot_product_attention and reduce_scatter_tensor, except every second mm "
                     "(meta[mm_count_key] % 2 == 0); a digit k wraps every k-th block in a full checkpoint, "
                     "training.recompute \"full\" with recompute_every k), 2024",
+                    "recompute_stops_early: torchtitan/parallelisms/parallelize_llama.py (ptd_checkpoint_wrapper with "
+                    "CheckpointImpl.NO_REENTRANT, checkpoint_fn=torch.utils.checkpoint.checkpoint); "
+                    "torch/utils/checkpoint.py (_enable_checkpoint_early_stop, _recomputation_hook.pack_hook raises "
+                    "_StopRecomputationError when recomp_counter reaches the forward's saved tensors), 2024",
                     "overlap_grad_reduce: torch/distributed/_composable/fsdp (fully_shard: each transformer block "
                     "reduce-scattered from its post-backward hook), torchtitan/parallelisms/parallelize_llama.py",
                     "attention: torch.nn.functional.scaled_dot_product_attention (flash backend)"}});

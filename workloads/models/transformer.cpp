@@ -3,6 +3,8 @@
 #include "sim/core/framework.hpp"
 #include "workloads/models/moe.hpp"
 
+#include <algorithm>
+
 namespace stepsim {
 
 double element_bytes(const std::string& precision)
@@ -433,7 +435,14 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   w.mlp_backward_input        = add("mlp_backward_input", mlp_bi);
   w.mlp_backward_weight       = add("mlp_backward_weight", mlp_bw);
   w.attention_recompute       = add("attention_recompute", attn_f);
-  w.mlp_recompute             = add("mlp_recompute", mlp_f);
+  // A checkpoint that stops early (FrameworkProfile::recompute_stops_early) leaves out the block's
+  // tail: fc2 and the residual add after it, which no backward reads (dropout keeps a mask there).
+  std::vector<Kernel> mlp_r = mlp_f;
+  if (FrameworkRegistry::get(s.training.framework, "training.framework").recompute_stops_early && !dropout) {
+    const auto fc2 = std::find_if(mlp_r.begin(), mlp_r.end(), [](const Kernel& k) { return k.name == "fc2"; });
+    mlp_r.erase(fc2, mlp_r.end());
+  }
+  w.mlp_recompute             = add("mlp_recompute", mlp_r);
   w.attention_parts           = {-1, -1, -1, -1, -1, -1};
   if (s.parallelism.context > 1) {
     w.attention_parts.qkv_forward   = add("attention_qkv_forward", attn_f_pre);

@@ -275,9 +275,18 @@ public:
     double tokens  = double(s.training.global_batch_size) * s.model.seq_length;
     double forward = tokens * forward_flops_per_token(s.model, s.model.seq_length, s.model.moe_capacity_factor);
     if (s.training.recompute == "full") { // the recomputed layers' forward again; not the head
-      const double head  = tokens * 2.0 * s.model.hidden_size * s.model.vocab_size;
+      const ModelSpec& m = s.model;
+      const double head  = tokens * 2.0 * m.hidden_size * m.vocab_size;
       const double share = s.recomputed_layer_share();
-      return share == 1 ? 4.0 * forward - head : 3.0 * forward + share * (forward - head);
+      // A checkpoint that stops early does not rebuild a dense block's fc2 (FrameworkProfile::
+      // recompute_stops_early, workloads/models/transformer.cpp).
+      const bool stops_early =
+          FrameworkRegistry::get(s.training.framework, "training.framework").recompute_stops_early &&
+          m.dropout == 0 && !is_moe(m);
+      const double fc2 = stops_early ? tokens * m.num_layers * 2.0 * m.hidden_size * m.ffn_hidden_size : 0.0;
+      if (share == 1 && fc2 == 0)
+        return 4.0 * forward - head;
+      return 3.0 * forward + share * (forward - head - fc2);
     }
     if (selective_by_op(s)) { // the key, output and up projections again (workloads/models/transformer.cpp)
       const ModelSpec& m = s.model;

@@ -36,6 +36,17 @@ std::map<std::string, int> tasks_by_work(const Scenario& s, Pass pass)
   return out;
 }
 
+// The works of the scenario's lowering by name; the lowering is kept in `kept`, which the map
+// points into.
+std::map<std::string, const Work*> works_by_name(const nlohmann::json& doc, std::list<Workload>& kept)
+{
+  kept.push_back(lower(scenario_from_json(doc)));
+  std::map<std::string, const Work*> by_name;
+  for (const Work& w : kept.back().works)
+    by_name.emplace(w.name, &w);
+  return by_name;
+}
+
 double step_time(const nlohmann::json& doc)
 {
   const std::string path = testing::write_temp_file("recompute.json", doc.dump());
@@ -153,11 +164,7 @@ TEST_CASE("torchtitan's selective recompute is its per-op policy: the attention 
   auto works = [&](const std::string& recompute, const std::string& framework) {
     doc["training"]["recompute"] = recompute;
     doc["training"]["framework"] = framework;
-    kept.push_back(lower(scenario_from_json(doc)));
-    std::map<std::string, const Work*> by_name;
-    for (const Work& w : kept.back().works)
-      by_name.emplace(w.name, &w);
-    return by_name;
+    return works_by_name(doc, kept);
   };
   auto gemm_flops = [](const Work& w, const std::string& name) {
     double f = 0;
@@ -256,11 +263,7 @@ TEST_CASE("torchtitan's recomputed forward stops early: a block's fc2 is not reb
   std::list<Workload> kept;
   auto works = [&](const std::string& framework) {
     doc["training"]["framework"] = framework;
-    kept.push_back(lower(scenario_from_json(doc)));
-    std::map<std::string, const Work*> by_name;
-    for (const Work& w : kept.back().works)
-      by_name.emplace(w.name, &w);
-    return by_name;
+    return works_by_name(doc, kept);
   };
   auto has = [](const Work& w, const std::string& kernel) {
     return std::any_of(w.kernels.begin(), w.kernels.end(), [&](const Kernel& k) { return k.name == kernel; });

@@ -252,7 +252,8 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   //     reshape copies), reading kv and writing h per token for each, and summed back in backward.
   // RMSNorm and the rotary embedding are Llama's (a GPT's nn.LayerNorm is one kernel eagerly too,
   // and it learns its positions); SwiGLU goes with model.mlp.
-  const bool eager = FrameworkRegistry::get(s.training.framework, "training.framework").eager_ops && !autocast && !x.fp8;
+  const FrameworkProfile& framework = FrameworkRegistry::get(s.training.framework, "training.framework");
+  const bool eager                   = framework.eager_ops && !autocast && !x.fp8;
   const bool eager_rms = eager && s.model.norm == "rmsnorm";
   auto eager_kernel = [](const char* name, double bytes, double launches) {
     Kernel k   = memory_kernel(name, bytes);
@@ -348,8 +349,7 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // output and the odd matmuls' (query, value, gate, down projections) and rebuilds the rest of
   // the block before its backward (in forward order; the block's tail after the down projection,
   // which no backward reads, is not rebuilt: torch.utils.checkpoint stops early).
-  const std::string& selective = FrameworkRegistry::get(s.training.framework, "training.framework").selective_recompute;
-  const bool by_op = s.training.recompute == "selective" && selective == "op";
+  const bool by_op = s.training.recompute == "selective" && framework.selective_recompute == "op";
   std::vector<Kernel> attn_bi_post;
   if (by_op) {
     attn_bi_post = norm("input_norm_recompute", "input_norm_cast_recompute");
@@ -438,7 +438,7 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // A checkpoint that stops early (FrameworkProfile::recompute_stops_early) leaves out the block's
   // tail: fc2 and the residual add after it, which no backward reads (dropout keeps a mask there).
   std::vector<Kernel> mlp_r = mlp_f;
-  if (FrameworkRegistry::get(s.training.framework, "training.framework").recompute_stops_early && !dropout) {
+  if (framework.recompute_stops_early && !dropout) {
     const auto fc2 = std::find_if(mlp_r.begin(), mlp_r.end(), [](const Kernel& k) { return k.name == "fc2"; });
     mlp_r.erase(fc2, mlp_r.end());
   }

@@ -115,9 +115,9 @@ struct FrameworkProfile {
   // the up projection and the activation (workloads/models/transformer.cpp).
   std::string selective_recompute = "attention";
   // A recomputed forward stops once it has rebuilt every tensor backward needs: PyTorch's
-  // non-reentrant checkpoint (torch.utils.checkpoint, use_reentrant=False; its early stop is on
-  // by default in PyTorch 2.x, not in 1.13) raises _StopRecomputationError as the last saved
-  // tensor is packed, and a linear layer packs its input before its GEMM runs (autograd saves an
+  // non-reentrant checkpoint (torch.utils.checkpoint, use_reentrant=False; early stop on by
+  // default since PyTorch 2.1, pytorch/pytorch#96866) raises _StopRecomputationError as the last
+  // saved tensor is packed, and a linear layer packs its input before its GEMM runs (autograd saves an
   // op's inputs before it redispatches to the kernel). A transformer block's last
   // op, the MLP's down projection (fc2) and the residual add after it, is then not recomputed,
   // unless a dropout after it keeps a mask (workloads/models/transformer.cpp). Megatron's and

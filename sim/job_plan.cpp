@@ -26,7 +26,7 @@ int fill_analytic(const Scenario& s, const Placement& placement, const std::vect
   r.gpus                  = s.platform.total_gpus();
   r.device                = device_names_of(devices);
   r.schedule              = s.parallelism.schedule;
-  r.framework             = s.training.framework;
+  r.framework             = s.training.framework + (s.training.compile ? " (torch.compile)" : "");
   // What the job may use of each device: its memory less what the framework's process holds
   // beside the model (the CUDA context; sim/core/framework.hpp).
   const FrameworkProfile& framework = FrameworkRegistry::get(s.training.framework, "training.framework");

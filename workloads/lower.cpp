@@ -627,7 +627,7 @@ private:
     std::vector<ParameterUnit> units;
     for (const Layer& l : layers)
       units.push_back(experts ? ParameterUnit{l.expert_parameters, nullptr, l.recomputed}
-                              : ParameterUnit{l.parameters, &l.tensors, l.recomputed});
+                              : ParameterUnit{l.parameters, &l.tensors, l.recomputed, l.gathered_element_bytes});
     if (backward)
       std::reverse(units.begin(), units.end());
     return units;

@@ -31,6 +31,9 @@ struct Layer {
   // gathers and reduces them tensor by tensor (FrameworkProfile::gather_per_tensor); empty: the
   // layer's parameters are one tensor.
   std::vector<double> tensors = {};
+  // Bytes per parameter as ZeRO-3 / FSDP gathers them; 0: the run's (DataParallelPlan::
+  // parameter_bytes). torchao's float8 all-gather sends a block's linear weights in FP8.
+  double gathered_element_bytes = 0;
 };
 
 // Blocks whose lowering is more than one compute task between tensor-parallel collectives, keyed

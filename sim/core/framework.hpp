@@ -123,6 +123,18 @@ struct FrameworkProfile {
   // unless a dropout after it keeps a mask (workloads/models/transformer.cpp). Megatron's and
   // DeepSpeed's reentrant checkpoints re-run the whole forward.
   bool recompute_stops_early = false;
+  // FP8 as torchao's float8 training runs it (Float8Linear, tensorwise dynamic scaling: torchtitan's
+  // model.converters "float8"), not as Transformer Engine does. Each cast takes its scale from the
+  // tensor's own absolute maximum, a reduction over the whole tensor before the cast can start
+  // (Transformer Engine's delayed scaling takes it from earlier steps' history), so no norm or
+  // activation kernel writes FP8 directly. Each linear layer saves its bf16 input, not an FP8 copy
+  // (matmul_with_hp_or_float8_args: ctx.save_for_backward(input_hp, weight_hp_t)), and casts it
+  // again, column-major, for its weight gradient; the output gradient is cast once for both of
+  // its GEMMs; the weights are cast in forward and again in backward unless they were gathered in
+  // FP8 (parallelism.fsdp.float8_all_gather). Modelled compiled (training.compile), as torchtitan
+  // runs it: Inductor folds each absolute maximum into the kernel that produces the tensor, except
+  // a saved input's, which backward reads again (workloads/models/transformer.cpp).
+  bool fp8_dynamic_scaling = false;
   // What each behaviour above was read from: "behaviour: file (function), version".
   std::vector<std::string> sources;
 };

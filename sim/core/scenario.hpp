@@ -125,6 +125,9 @@ struct TrainingSpec {
   // The framework profile that fills in what the scenario leaves to the framework
   // (sim/core/framework.hpp, workloads/frameworks/).
   std::string framework = kDefaultFramework;
+  // torch.compile over a model the framework otherwise runs op by op (FrameworkProfile::eager_ops):
+  // Inductor fuses each chain of elementwise ops into one kernel (torchtitan's training.compile).
+  bool compile = false;
   InputPipelineSpec input;
   CheckpointSpec checkpoint;
   // A round of federated learning instead of a data-centre step (sim/core/federated.hpp).
@@ -174,6 +177,10 @@ struct ParallelSpec {
   // FCDP: gathered parameters are cached in host memory after their first gather and reloaded
   // over the host link instead of all-gathered again.
   bool host_cache = false;
+  // torchao's FSDP float8 all-gather (torchtitan's float8.enable_fsdp_float8_all_gather): the
+  // float8 linear layers' weights are cast before they are gathered and travel at one byte each;
+  // the other parameters (norms, the embedding, the output layer) at the training's 16 bits.
+  bool float8_all_gather = false;
   // ZeRO-Offload: gradients go to the host, the optimizer steps on the CPU, the updated
   // low-precision weights come back; optimizer states leave GPU memory.
   bool offload_optimizer = false;

@@ -69,6 +69,18 @@ void read_training(JsonReader r, TrainingSpec& t, const FrameworkProfile& framew
                     std::find(fp32_for.begin(), fp32_for.end(), t.precision) != fp32_for.end();
   const std::string gradients = fp32 ? "fp32" : t.precision == "fp8" ? "bf16" : t.precision;
   t.gradient_precision        = r.text("gradient_precision", gradients, {"fp32", "bf16", "fp16"});
+  // torch.compile fuses what the framework would run op by op; a framework of fused kernels has
+  // nothing left for it to fuse, as stepsim models it.
+  t.compile = r.boolean("compile", false);
+  if (t.compile && !framework.eager_ops)
+    r.problems().add(r.path_of("compile"), fmt::format("torch.compile is modelled for a framework that runs the model "
+                                                       "op by op (torchtitan); \"{}\" runs fused kernels already",
+                                                       t.framework));
+  if (t.precision == "fp8" && framework.fp8_dynamic_scaling && !t.compile)
+    r.problems().add(r.path_of("precision"),
+                     fmt::format("fp8 under {} is torchao's float8 training, which stepsim models compiled, as {} runs "
+                                 "it: set training.compile true",
+                                 t.framework, t.framework));
   read_input_pipeline(r, t.input);
   read_checkpoint(r, t.checkpoint);
   r.reject_unknown_keys();
@@ -108,7 +120,13 @@ void read_parallelism(JsonReader r, ParallelSpec& p, const FrameworkProfile& fra
     JsonReader fsdp         = r.object("fsdp");
     p.reshard_after_forward = fsdp.boolean("reshard_after_forward", true);
     p.host_cache            = fsdp.boolean("host_cache", false);
+    p.float8_all_gather     = fsdp.boolean("float8_all_gather", false);
     fsdp.reject_unknown_keys();
+    if (p.float8_all_gather && (t.precision != "fp8" || !framework.fp8_dynamic_scaling))
+      r.problems().add(fsdp.path_of("float8_all_gather"),
+                       fmt::format("gathers torchao's float8 weights: needs training.precision \"fp8\" under a "
+                                   "framework that trains with torchao's float8 (torchtitan), got \"{}\" under {}",
+                                   t.precision, t.framework));
     if (p.zero_stage != 3)
       r.problems().add(r.path_of("fsdp"), fmt::format("FSDP shards parameters: needs zero_stage 3, got {}", p.zero_stage));
     if (p.host_cache && !p.reshard_after_forward)
@@ -377,6 +395,19 @@ void check_shapes(const Scenario& s, const ModelHooks& model, Problems& problems
                              "blocks; a dit recomputes its attention core only under a profile whose selective "
                              "recompute is the attention's (e.g. megatron-lm-2022)",
                              t.framework));
+  // torch.compile and torchao's float8 casts are lowered for the transformer's dense blocks.
+  const auto& profile = FrameworkRegistry::get(t.framework, "training.framework");
+  if (t.compile && m.architecture != "transformer")
+    problems.add("training.compile", fmt::format("torch.compile is modelled for the transformer's blocks; "
+                                                 "model.architecture \"{}\" is lowered as the framework runs it "
+                                                 "uncompiled",
+                                                 m.architecture));
+  if (t.precision == "fp8" && profile.fp8_dynamic_scaling && (m.architecture != "transformer" || m.num_experts > 0))
+    problems.add("training.precision",
+                 fmt::format("fp8 under {} is torchao's float8 training, which stepsim lowers for a dense "
+                             "transformer's linear layers; use bf16 for model.architecture \"{}\"{}",
+                             t.framework, m.architecture,
+                             m.num_experts > 0 ? fmt::format(" with num_experts {}", m.num_experts) : std::string()));
   // Partial recompute picks layers of the transformer's plan; the other kinds recompute all or none.
   if ((t.recompute_every != 1 || t.recompute_num_layers != 0) && m.architecture != "transformer")
     problems.add(t.recompute_every != 1 ? "training.recompute_every" : "training.recompute_num_layers",

@@ -17,7 +17,8 @@ double element_bytes(const std::string& precision)
 }
 
 // FP8 training as Transformer Engine runs it (the recipe Megatron-Core and NeMo use; torchao's
-// float8 training casts the same operands): only the GEMMs of the linear layers take FP8 inputs,
+// float8 training casts the same operands, with casts of its own: FrameworkProfile::
+// fp8_dynamic_scaling): only the GEMMs of the linear layers take FP8 inputs,
 // each cast with its scale and, as Hopper's FP8 GEMMs read both operands K-major, transposed.
 // Their outputs, the norms, the activation functions, attention, the residual stream and the
 // loss stay bf16 (Transformer Engine's user guide, "Using FP8 with Transformer Engine": "FP8 is
@@ -83,6 +84,17 @@ Kernel wgrad(const char* name, const Shape& x, double n, double k) { return gemm
 // fc2) needs the transpose alone (fp8_transpose: 1 read, 1 written).
 Kernel fp8_cast_transpose(const char* name, double tokens, double width) { return memory_kernel(name, tokens * width * 4); }
 Kernel fp8_transpose(const char* name, double tokens, double width) { return memory_kernel(name, tokens * width * 2); }
+
+// torchao's casts with tensorwise dynamic scaling (FrameworkProfile::fp8_dynamic_scaling), per
+// element of a bf16 tensor of `a` bytes: a tensor the kernel before it has just written, whose
+// absolute maximum Inductor computes in that kernel, is read once and written in FP8 (a + 1), or
+// in FP8 twice, row- and column-major, for an output gradient's two GEMMs (a + 2); a tensor read
+// again later (a saved input, a weight) is read once more for its maximum first (2a + 1).
+Kernel fp8_fresh_cast(const char* name, double elements, double a, double layouts = 1)
+{
+  return memory_kernel(name, elements * (a + layouts));
+}
+Kernel fp8_stored_cast(const char* name, double elements, double a) { return memory_kernel(name, elements * (2 * a + 1)); }
 
 // Reads and writes of elementwise work over tokens × width elements.
 Kernel elementwise(const char* name, double tokens, double width, double tensors_touched, double e)
@@ -253,8 +265,15 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // RMSNorm and the rotary embedding are Llama's (a GPT's nn.LayerNorm is one kernel eagerly too,
   // and it learns its positions); SwiGLU goes with model.mlp.
   const FrameworkProfile& framework = FrameworkRegistry::get(s.training.framework, "training.framework");
-  const bool eager                   = framework.eager_ops && !autocast && !x.fp8;
+  // torch.compile (training.compile) fuses these chains into Inductor's kernels: the fused
+  // frameworks' bytes.
+  const bool eager = framework.eager_ops && !autocast && !x.fp8 && !s.training.compile;
   const bool eager_rms = eager && s.model.norm == "rmsnorm";
+  // FP8 with Transformer Engine's casts (delayed scaling), or with torchao's (dynamic scaling),
+  // whose weights are cast every pass unless FSDP gathered them in FP8.
+  const bool te_fp8      = x.fp8 && !framework.fp8_dynamic_scaling;
+  const bool dynamic_fp8 = x.fp8 && framework.fp8_dynamic_scaling;
+  const bool cast_weights = dynamic_fp8 && !s.parallelism.float8_all_gather;
   auto eager_kernel = [](const char* name, double bytes, double launches) {
     Kernel k   = memory_kernel(name, bytes);
     k.launches = launches;
@@ -272,13 +291,16 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
 
   // A norm, and under autocast the cast of its fp32 output down for the linear layer after it.
   // Under FP8 the norm writes its output in FP8 for the linear layer it feeds (Transformer
-  // Engine's LayerNormLinear and LayerNormMLP: layernorm_fwd_fp8 / rmsnorm_fwd_fp8).
+  // Engine's LayerNormLinear and LayerNormMLP: layernorm_fwd_fp8 / rmsnorm_fwd_fp8); torchao's
+  // norm writes bf16, which the linear layer casts (the cast's name then).
   auto norm = [&](const char* name, const char* cast) {
     if (eager_rms)
       return std::vector<Kernel>{eager_kernel(name, nt * x.h * (28 + 4 * x.a), 8)};
-    std::vector<Kernel> out = {x.fp8 ? memory_kernel(name, nt * x.h * (x.a + 1)) : elementwise(name, nt, x.h, 2, r)};
+    std::vector<Kernel> out = {te_fp8 ? memory_kernel(name, nt * x.h * (x.a + 1)) : elementwise(name, nt, x.h, 2, r)};
     if (autocast)
       out.push_back(elementwise(cast, nt, x.h, 1, r + x.a));
+    if (dynamic_fp8)
+      out.push_back(fp8_fresh_cast(cast, x.tokens * x.h, x.a));
     return out;
   };
   // The residual add: under autocast the fp32 stream and the block's 16-bit output read, fp32 written.
@@ -310,6 +332,8 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   std::vector<Kernel> attn_f_pre = norm("input_norm", "input_norm_cast");
   if (autocast)
     attn_f_pre.insert(attn_f_pre.begin(), weight_cast("attention_weight_cast", attn_weights));
+  if (cast_weights)
+    attn_f_pre.insert(attn_f_pre.begin(), fp8_stored_cast("attention_weight_fp8_cast", attn_weights, x.a));
   attn_f_pre.push_back(fwd("qkv", x, qkv_n, x.h));
   if (eager_rms)
     attn_f_pre.push_back(rope("rotary_embedding"));
@@ -320,8 +344,10 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   std::vector<Kernel> attn_f_post;
   if (autocast || eager) // (batch, heads, sequence, head_dim) to (batch, sequence, hidden)
     attn_f_post.push_back(elementwise("attention_output_copy", x.tokens, x.h / x.t, 2, x.a));
-  if (x.fp8) // the bf16 attention output into the projection (te.Linear)
+  if (te_fp8) // the bf16 attention output into the projection (te.Linear)
     attn_f_post.push_back(fp8_cast_transpose("attention_out_fp8_cast", x.tokens, x.h / x.t));
+  if (dynamic_fp8)
+    attn_f_post.push_back(fp8_fresh_cast("attention_out_fp8_cast", x.tokens * x.h / x.t, x.a));
   attn_f_post.push_back(fwd("attention_out", x, x.h, x.h / x.t));
   attn_f_post.push_back(residual_add());
   const std::vector<Kernel> attn_f = joined(joined(attn_f_pre, attn_f_core), attn_f_post);
@@ -329,15 +355,19 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   std::vector<Kernel> mlp_f = norm("post_attention_norm", "post_attention_norm_cast");
   if (autocast)
     mlp_f.insert(mlp_f.begin(), weight_cast("mlp_weight_cast", mlp_weights));
+  if (cast_weights)
+    mlp_f.insert(mlp_f.begin(), fp8_stored_cast("mlp_weight_fp8_cast", mlp_weights, x.a));
   // The activation function reads fc1's bf16 output; under FP8 it writes fc2's input in FP8
   // (LayerNormMLP: the activation kernel takes fc2's input scale).
   const char* activation = s.model.mlp == "swiglu" ? "swiglu" : "gelu";
   const bool eager_swiglu = eager && s.model.mlp == "swiglu";
   mlp_f.insert(mlp_f.end(), {fwd("fc1", x, mlp_n, x.h),
-                             x.fp8          ? memory_kernel(activation, x.tokens * x.ffn / x.t * ((act - 1) * x.a + 1))
+                             te_fp8         ? memory_kernel(activation, x.tokens * x.ffn / x.t * ((act - 1) * x.a + 1))
                              : eager_swiglu ? eager_kernel(activation, x.tokens * x.ffn / x.t * 5 * x.a, 2)
-                                            : elementwise(activation, x.tokens, x.ffn / x.t, act, x.a),
-                             fwd("fc2", x, x.h, x.ffn / x.t), residual_add()});
+                                            : elementwise(activation, x.tokens, x.ffn / x.t, act, x.a)});
+  if (dynamic_fp8)
+    mlp_f.push_back(fp8_fresh_cast("fc2_input_fp8_cast", x.tokens * x.ffn / x.t, x.a));
+  mlp_f.insert(mlp_f.end(), {fwd("fc2", x, x.h, x.ffn / x.t), residual_add()});
 
   // Under FP8 each output gradient is cast (and transposed, for the weight gradient) before the
   // dgrad: grad_output_preprocess in transformer_engine/pytorch/module/base.py, on the sequence
@@ -364,8 +394,12 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     attn_bi_post.push_back(residual_add());
   }
   attn_bi_post.push_back(residual_backward());
+  // An output gradient's cast: Transformer Engine's cast and transpose, torchao's two FP8 layouts
+  // from one read (fp8_fresh_cast with two), the same bytes in bf16.
   if (x.fp8)
     attn_bi_post.push_back(fp8_cast_transpose("attention_out_grad_fp8_cast", nt, x.h));
+  if (cast_weights) // the weights again for the input gradients (weight_for_grad_input)
+    attn_bi_post.push_back(fp8_stored_cast("attention_weight_fp8_cast_bwd", attn_weights, x.a));
   attn_bi_post.push_back(dgrad("attention_out_dgrad", x, x.h, x.h / x.t));
   if (autocast || eager)
     attn_bi_post.push_back(elementwise("attention_output_copy_bwd", x.tokens, x.h / x.t, 2, x.a));
@@ -388,9 +422,14 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // The weight gradients read the FP8 inputs transposed: the projection's was cast and transposed
   // in forward; QKV's and fc1's (the norm's FP8 output, gathered under sequence parallelism) and
   // fc2's (the activation's) are transposed here (fp8_transpose).
+  // torchao saved them in bf16 and casts them again, column-major (input_for_grad_weight).
   std::vector<Kernel> attn_bw;
-  if (x.fp8)
+  if (te_fp8)
     attn_bw.push_back(fp8_transpose("qkv_input_fp8_transpose", x.tokens, x.h));
+  if (dynamic_fp8) {
+    attn_bw.push_back(fp8_stored_cast("qkv_input_fp8_recast", x.tokens * x.h, x.a));
+    attn_bw.push_back(fp8_stored_cast("attention_out_input_fp8_recast", x.tokens * x.h / x.t, x.a));
+  }
   attn_bw.insert(attn_bw.end(), {wgrad("attention_out_wgrad", x, x.h, x.h / x.t), wgrad("qkv_wgrad", x, qkv_n, x.h)});
 
   std::vector<Kernel> mlp_bi;
@@ -404,16 +443,24 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   mlp_bi.push_back(residual_backward());
   if (x.fp8)
     mlp_bi.push_back(fp8_cast_transpose("fc2_grad_fp8_cast", nt, x.h));
+  if (cast_weights)
+    mlp_bi.push_back(fp8_stored_cast("mlp_weight_fp8_cast_bwd", mlp_weights, x.a));
   mlp_bi.insert(mlp_bi.end(), {dgrad("fc2_dgrad", x, x.h, x.ffn / x.t),
                                eager_swiglu ? eager_kernel("activation_bwd", x.tokens * x.ffn / x.t * 9 * x.a, 3)
-                                            : elementwise("activation_bwd", x.tokens, x.ffn / x.t, act + 1, x.a),
-                               dgrad("fc1_dgrad", x, mlp_n, x.h)});
+                                            : elementwise("activation_bwd", x.tokens, x.ffn / x.t, act + 1, x.a)});
+  if (dynamic_fp8) // Transformer Engine fuses this cast into the activation's backward
+    mlp_bi.push_back(fp8_fresh_cast("fc1_grad_fp8_cast", x.tokens * mlp_n, x.a, 2));
+  mlp_bi.push_back(dgrad("fc1_dgrad", x, mlp_n, x.h));
   mlp_bi = joined(mlp_bi, norm_backward("post_attention_norm_bwd", "post_attention_norm_cast_bwd",
                                         "post_attention_residual_grad_add"));
   std::vector<Kernel> mlp_bw;
-  if (x.fp8) {
+  if (te_fp8) {
     mlp_bw.push_back(fp8_transpose("fc2_input_fp8_transpose", x.tokens, x.ffn / x.t));
     mlp_bw.push_back(fp8_transpose("fc1_input_fp8_transpose", x.tokens, x.h));
+  }
+  if (dynamic_fp8) {
+    mlp_bw.push_back(fp8_stored_cast("fc2_input_fp8_recast", x.tokens * x.ffn / x.t, x.a));
+    mlp_bw.push_back(fp8_stored_cast("fc1_input_fp8_recast", x.tokens * x.h, x.a));
   }
   mlp_bw.insert(mlp_bw.end(), {wgrad("fc2_wgrad", x, x.h, x.ffn / x.t), wgrad("fc1_wgrad", x, mlp_n, x.h)});
   if (autocast) {

@@ -34,7 +34,12 @@ struct LayerTerms {
 // _LayerNormLinear.forward: `ln_out` allocated as uint8 under fp8 and saved; under sequence
 // parallelism the local shard, gathered again in backward). The norms' inputs, the attention's
 // own q, k, v and output (its fused kernel's, in 16 bits) and the activation's input stay 16-bit.
-bool keeps_fp8_inputs(const Scenario& s) { return s.training.precision == "fp8"; }
+// torchao's float8 saves the 16-bit input (FrameworkProfile::fp8_dynamic_scaling).
+bool keeps_fp8_inputs(const Scenario& s)
+{
+  return s.training.precision == "fp8" &&
+         !FrameworkRegistry::get(s.training.framework, "training.framework").fp8_dynamic_scaling;
+}
 
 // The MLP block without its norm: fc1's input, the activation's input (SwiGLU: gate and up) and
 // fc2's input, and the dropout mask; under fp8 fc1's and fc2's inputs at one byte.
@@ -438,6 +443,11 @@ public:
     Layer head{{Block{t.head_forward, t.head_backward, -1, t.head_backward, -1, false, true}}, head_parameters, 0, false};
     const double layer_parameters = layer_parameters_per_rank(s.model, tensor, s.parallelism.expert);
     Layer layer{{attention, mlp}, layer_parameters - experts, experts, full, layer_parameter_tensors(s.model, tensor)};
+    // torchao's float8 all-gather: a block's parameters are its linear weights but for two norm
+    // vectors, and they travel in FP8 (the embedding and the output layer, left out of the float8
+    // conversion, in 16 bits).
+    if (s.parallelism.float8_all_gather)
+      layer.gathered_element_bytes = 1;
 
     out.stages.resize(static_cast<size_t>(p * v));
     long long first = 0; // the model's index of the chunk's first layer

@@ -110,7 +110,7 @@ TaskId DataParallelLowering::gather(int index, TaskId issue_after)
   TaskId& cached    = cached_[static_cast<size_t>(op_.chunk)][unit];
   if (!plan_.gather_for_backward && kept != ProgramBuilder::kNone)
     return gathers_[i] = kept; // still gathered since its first use in this update
-  const double bytes = units_[i].parameters * plan_.parameter_bytes;
+  const double bytes = units_[i].parameters * gathered_bytes(units_[i]);
   TaskId ready;
   if (plan_.host_cache && cached != ProgramBuilder::kNone) {
     // FCDP: reloaded from host memory over the host link, once the host copy exists.
@@ -129,6 +129,11 @@ TaskId DataParallelLowering::gather(int index, TaskId issue_after)
   return gathers_[i] = ready;
 }
 
+double DataParallelLowering::gathered_bytes(const ParameterUnit& unit) const
+{
+  return unit.gathered_element_bytes > 0 ? unit.gathered_element_bytes : plan_.parameter_bytes;
+}
+
 std::vector<double> DataParallelLowering::moved_tensors(double parameters, const std::vector<double>* tensors) const
 {
   if (!plan_.gather_per_tensor || tensors == nullptr || tensors->empty())
@@ -142,7 +147,7 @@ TaskId DataParallelLowering::gather_tensors(const ParameterUnit& unit, TaskId af
   for (double elements : moved_tensors(unit.parameters, unit.tensors)) {
     if (elements <= 0 || elements < plan_.persistent_elements) // kept whole on every rank
       continue;
-    const double bytes = elements * plan_.parameter_bytes;
+    const double bytes = elements * gathered_bytes(unit);
     last = collective(Stream::ParamGather, CollectiveOp::AllGather, bytes, pass_, op_.micro_batch, op_.chunk, last);
     if (plan_.per_rank_copies) // out of the flat buffer into each rank's tensor of the list
       last = per_rank_copies("all_gather_copies", bytes, plan_.gather_calls_per_rank, pass_, last);

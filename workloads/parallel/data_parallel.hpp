@@ -63,6 +63,7 @@ struct ParameterUnit {
   double parameters                  = 0;
   const std::vector<double>* tensors = nullptr;
   bool recomputed                    = false;
+  double gathered_element_bytes      = 0; // 0: DataParallelPlan::parameter_bytes
 };
 
 // `members`: the size of the group the parameters are replicated over (data × context for dense
@@ -125,6 +126,7 @@ private:
   TaskId gather_tensors(const ParameterUnit& unit, TaskId after);
   void scatter_tensors(double parameters, const std::vector<double>* tensors, TaskId after, bool last);
   std::vector<double> moved_tensors(double parameters, const std::vector<double>* tensors) const;
+  double gathered_bytes(const ParameterUnit& unit) const; // per parameter, as gathered
   // PyTorch's copies of a list-form collective of `bytes` (the whole buffer), one per rank, and
   // the host calls around each: calls_per_rank launches per rank.
   TaskId per_rank_copies(const char* name, double bytes, double calls_per_rank, Pass pass, TaskId after);

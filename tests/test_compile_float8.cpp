@@ -1,0 +1,209 @@
+// torch.compile over torchtitan's eager Llama (training.compile) and torchao's float8 training
+// (FrameworkProfile::fp8_dynamic_scaling, parallelism.fsdp.float8_all_gather): the kernels each
+// lowers, the memory kept, the bytes gathered, and the inputs refused. The expected bytes are
+// written out here from torchao's casts (torchao/float8/float8_linear.py), not taken from the code
+// under test.
+#include "support.hpp"
+
+#include "sim/simulate.hpp"
+#include "workloads/lower.hpp"
+#include "workloads/models/transformer.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+
+using namespace stepsim;
+
+namespace {
+
+// A Llama-shaped model on small_scenario's GPUs, FSDP over 8 ranks, under torchtitan.
+nlohmann::json llama()
+{
+  nlohmann::json doc = testing::small_scenario(1, 8, 1);
+  doc["platform"]["node_groups"][0]["gpu"] = "H100-SXM"; // FP8 tensor cores
+  doc["model"] = {{"num_layers", 4},       {"hidden_size", 1024}, {"num_attention_heads", 16},
+                  {"num_query_groups", 4}, {"seq_length", 2048},  {"vocab_size", 32000},
+                  {"ffn_hidden_size", 2816}, {"mlp", "swiglu"},   {"norm", "rmsnorm"},
+                  {"dropout", 0.0}};
+  doc["training"]["micro_batch_size"]  = 1;
+  doc["training"]["global_batch_size"] = 8;
+  doc["training"]["framework"]         = "torchtitan";
+  doc["parallelism"]["zero_stage"]     = 3;
+  return doc;
+}
+
+// The lowered scenario's work of that name.
+const Work& work(const Workload& w, const std::string& name)
+{
+  const auto it = std::find_if(w.works.begin(), w.works.end(), [&](const Work& x) { return x.name == name; });
+  REQUIRE(it != w.works.end());
+  return *it;
+}
+
+double bytes_of(const Work& w, const std::string& kernel)
+{
+  double bytes = 0;
+  for (const Kernel& k : w.kernels)
+    if (k.name == kernel)
+      bytes += k.bytes;
+  return bytes;
+}
+
+double total_bytes(const Work& w)
+{
+  double bytes = 0;
+  for (const Kernel& k : w.kernels)
+    bytes += k.bytes;
+  return bytes;
+}
+
+// The bytes of every parameter all-gather on the first simulated rank, in order.
+std::vector<double> gathered_bytes(const nlohmann::json& doc)
+{
+  const Workload w = lower(scenario_from_json(doc));
+  std::vector<double> out;
+  const auto& r = w.ranks.front();
+  for (auto v : boost::make_iterator_range(boost::vertices(r.graph))) {
+    const Task& t = r.graph[v];
+    if (t.kind == TaskKind::Collective && t.op == CollectiveOp::AllGather && t.pass == Pass::Forward &&
+        t.micro_batch == 0)
+      out.push_back(t.bytes);
+  }
+  return out;
+}
+
+std::string run_json(const nlohmann::json& doc)
+{
+  const std::string path = testing::write_temp_file("compile.json", doc.dump());
+  const auto r           = testing::run_stepsim("run " + path + " --json -");
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
+} // namespace
+
+TEST_CASE("torch.compile runs torchtitan's Llama as fused kernels: the bytes of a framework of fused kernels, a "
+          "shorter step, and the report says so")
+{
+  nlohmann::json doc = llama();
+  const auto eager = lower(scenario_from_json(doc));
+  doc["training"]["compile"] = true;
+  const auto compiled = lower(scenario_from_json(doc));
+  nlohmann::json fused = llama();
+  fused["training"]["framework"] = "generic";
+  const auto generic = lower(scenario_from_json(fused));
+
+  const double tokens = 2048, h = 1024;
+  // Eagerly, RMSNorm is six PyTorch ops over fp32 copies (28 + 4·2 bytes per element); Inductor's
+  // kernel reads the input and writes the output (2 · 2).
+  CHECK(bytes_of(work(eager, "attention_forward"), "input_norm") == Approx(tokens * h * 36));
+  CHECK(bytes_of(work(compiled, "attention_forward"), "input_norm") == Approx(tokens * h * 4));
+  for (const char* name : {"rotary_embedding", "repeat_kv", "attention_output_copy"}) {
+    INFO(name);
+    CHECK(bytes_of(work(eager, "attention_forward"), name) > 0);
+    CHECK(bytes_of(work(compiled, "attention_forward"), name) == 0);
+  }
+  for (const char* name : {"attention_forward", "mlp_forward", "attention_backward", "mlp_backward"}) {
+    INFO(name);
+    CHECK(total_bytes(work(compiled, name)) == Approx(total_bytes(work(generic, name))));
+    CHECK(total_bytes(work(compiled, name)) < total_bytes(work(eager, name)));
+    CHECK(work(compiled, name).flops() == Approx(work(eager, name).flops()));
+  }
+
+  doc["training"]["compile"] = false;
+  const auto eager_report    = nlohmann::json::parse(run_json(doc));
+  doc["training"]["compile"] = true;
+  const auto compiled_report = nlohmann::json::parse(run_json(doc));
+  CHECK(compiled_report.at("step_time_s").get<double>() < eager_report.at("step_time_s").get<double>());
+  CHECK(compiled_report.at("framework").get<std::string>() == "torchtitan (torch.compile)");
+  CHECK(eager_report.at("framework").get<std::string>() == "torchtitan");
+}
+
+TEST_CASE("torchao's float8 under torchtitan: bf16 inputs kept, each cast after a reduction for its scale, the "
+          "weights cast every pass unless FSDP gathers them in float8")
+{
+  nlohmann::json doc            = llama();
+  doc["training"]["compile"]    = true;
+  const Scenario bf16           = scenario_from_json(doc);
+  doc["training"]["precision"]  = "fp8";
+  const Scenario torchao        = scenario_from_json(doc);
+  nlohmann::json te             = doc;
+  te["training"]["framework"]   = "generic";
+  te["training"].erase("compile");
+  const Scenario transformer_engine = scenario_from_json(te);
+  // matmul_with_hp_or_float8_args saves the bf16 input; Transformer Engine saves its FP8 copy.
+  CHECK(layer_activation_bytes(torchao) == Approx(layer_activation_bytes(bf16)));
+  CHECK(layer_activation_bytes(transformer_engine) < layer_activation_bytes(bf16));
+
+  const auto ao = lower(scenario_from_json(doc));
+  const double tokens = 2048, h = 1024, kv = 256, ffn = 2816, a = 2;
+  const double attention_weights = h * (h + 2 * kv) + h * h, mlp_weights = 3 * h * ffn;
+  // A tensor just written: read once, written in FP8 (a + 1); an output gradient in both layouts
+  // (a + 2); a saved input or a weight read for its maximum first (2a + 1).
+  CHECK(bytes_of(work(ao, "attention_forward"), "input_norm_cast") == Approx(tokens * h * (a + 1)));
+  CHECK(bytes_of(work(ao, "attention_forward"), "attention_out_fp8_cast") == Approx(tokens * h * (a + 1)));
+  CHECK(bytes_of(work(ao, "mlp_forward"), "fc2_input_fp8_cast") == Approx(tokens * ffn * (a + 1)));
+  CHECK(bytes_of(work(ao, "mlp_backward"), "fc1_grad_fp8_cast") == Approx(tokens * 2 * ffn * (a + 2)));
+  CHECK(bytes_of(work(ao, "attention_backward"), "qkv_input_fp8_recast") == Approx(tokens * h * (2 * a + 1)));
+  CHECK(bytes_of(work(ao, "mlp_backward"), "fc2_input_fp8_recast") == Approx(tokens * ffn * (2 * a + 1)));
+  CHECK(bytes_of(work(ao, "attention_forward"), "attention_weight_fp8_cast") ==
+        Approx(attention_weights * (2 * a + 1)));
+  CHECK(bytes_of(work(ao, "mlp_backward"), "mlp_weight_fp8_cast_bwd") == Approx(mlp_weights * (2 * a + 1)));
+  // Transformer Engine's norm writes FP8 itself and its weight gradients read FP8 transposes.
+  const auto engine = lower(scenario_from_json(te));
+  CHECK(bytes_of(work(engine, "attention_forward"), "input_norm_cast") == 0);
+  CHECK(bytes_of(work(engine, "attention_backward"), "qkv_input_fp8_transpose") == Approx(tokens * h * 2));
+  CHECK(total_bytes(work(ao, "mlp_backward")) > total_bytes(work(engine, "mlp_backward")));
+
+  // Gathered in float8: no weight casts, and each block's all-gather carries a byte per
+  // parameter where the embedding's carries two.
+  const std::vector<double> bf16_gathers = gathered_bytes(doc);
+  doc["parallelism"]["fsdp"]             = {{"float8_all_gather", true}};
+  const auto gathered                    = lower(scenario_from_json(doc));
+  CHECK(bytes_of(work(gathered, "attention_forward"), "attention_weight_fp8_cast") == 0);
+  CHECK(bytes_of(work(gathered, "mlp_backward"), "mlp_weight_fp8_cast_bwd") == 0);
+  const std::vector<double> fp8_gathers = gathered_bytes(doc);
+  REQUIRE(fp8_gathers.size() == bf16_gathers.size());
+  REQUIRE(fp8_gathers.size() >= 5); // the embedding, then the four blocks
+  CHECK(fp8_gathers.front() == Approx(bf16_gathers.front()));
+  for (size_t i = 1; i < 5; ++i)
+    CHECK(fp8_gathers[i] == Approx(bf16_gathers[i] / 2));
+
+  // At Llama 3 8B's width the GEMMs at the FP8 rate outrun the casts (at the small width above,
+  // with every weight cast twice for one micro-batch, they do not).
+  doc["parallelism"].erase("fsdp");
+  doc["model"]["num_layers"]          = 2;
+  doc["model"]["hidden_size"]         = 4096;
+  doc["model"]["num_attention_heads"] = 32;
+  doc["model"]["num_query_groups"]    = 8;
+  doc["model"]["ffn_hidden_size"]     = 14336;
+  doc["model"]["seq_length"]          = 8192;
+  const double fp8_step      = nlohmann::json::parse(run_json(doc)).at("step_time_s").get<double>();
+  doc["training"]["precision"] = "bf16";
+  const double bf16_step     = nlohmann::json::parse(run_json(doc)).at("step_time_s").get<double>();
+  CHECK(fp8_step < bf16_step);
+}
+
+TEST_CASE("torch.compile and torchao's float8 are refused where stepsim does not model them")
+{
+  nlohmann::json doc            = llama();
+  doc["training"]["framework"]  = "megatron-core";
+  doc["training"]["compile"]    = true;
+  CHECK_THROWS_WITH(scenario_from_json(doc), Catch::Contains("training.compile: torch.compile is modelled for a "
+                                                             "framework that runs the model op by op"));
+  doc                           = llama();
+  doc["training"]["precision"]  = "fp8";
+  CHECK_THROWS_WITH(scenario_from_json(doc), Catch::Contains("training.precision: fp8 under torchtitan is torchao's "
+                                                             "float8 training, which stepsim models compiled"));
+  doc["training"]["compile"]    = true;
+  CHECK_NOTHROW(scenario_from_json(doc));
+  doc["model"]["num_experts"]   = 4;
+  doc["model"]["moe_top_k"]     = 2;
+  CHECK_THROWS_WITH(scenario_from_json(doc), Catch::Contains("lowers for a dense transformer's linear layers"));
+  doc                           = llama();
+  doc["parallelism"]["fsdp"]    = {{"float8_all_gather", true}};
+  CHECK_THROWS_WITH(scenario_from_json(doc), Catch::Contains("parallelism.fsdp.float8_all_gather: gathers torchao's "
+                                                             "float8 weights: needs training.precision \"fp8\""));
+}

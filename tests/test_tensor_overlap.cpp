@@ -108,6 +108,35 @@ TEST_CASE("Transformer Engine's ring exchange starts the GEMM on the local chunk
   CHECK(backward.at("beside reduce_scatter") == Approx(blocks));
 }
 
+TEST_CASE("parallelism.tensor_comm_overlap overrides the profile: Megatron-Core without --tp-comm-overlap waits for "
+          "its forward collectives; torchtitan's async tensor parallelism cuts each reduce-scatter per tensor rank",
+          "[tensor][overlap]")
+{
+  const int blocks = 2;
+  auto off                                    = tensor_scenario("megatron-core", true);
+  off["parallelism"]["tensor_comm_overlap"]   = false;
+  const auto forward = tensor_collectives(off, Pass::Forward);
+  CHECK(forward.at("waited all_gather") == Approx(blocks));
+  CHECK(forward.at("waited reduce_scatter") == Approx(blocks));
+  CHECK(forward.count("beside all_gather") == 0);
+  CHECK(forward.count("beside reduce_scatter") == 0);
+
+  auto async                                  = tensor_scenario("torchtitan", true);
+  const auto blocking = tensor_collectives(async, Pass::Forward);
+  CHECK(blocking.at("waited reduce_scatter") == Approx(blocks));
+  async["parallelism"]["tensor_comm_overlap"] = true;
+  const auto overlapped = tensor_collectives(async, Pass::Forward);
+  CHECK(overlapped.count("waited all_gather") == 0);
+  CHECK(overlapped.at("waited reduce_scatter") == Approx(blocks * 1.0 / kTensor));
+  CHECK(overlapped.at("beside reduce_scatter") == Approx(blocks * (1 - 1.0 / kTensor)));
+
+  // Asked for where there is nothing to overlap: refused, naming the field.
+  auto bad                                  = tensor_scenario("torchtitan", false);
+  bad["parallelism"]["tensor_comm_overlap"] = true;
+  CHECK_THROWS_WITH(scenario_from_json(bad), Catch::Contains("parallelism.tensor_comm_overlap: overlaps the "
+                                                             "sequence-parallel all-gathers and reduce-scatters"));
+}
+
 TEST_CASE("overlapping the backward's collectives with the wgrad hides communication and shortens the step",
           "[tensor][overlap][replay]")
 {

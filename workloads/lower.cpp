@@ -279,7 +279,7 @@ private:
     const bool tp = layout_.tensor > 1;
     const bool sp = s_.parallelism.sequence_parallel;
     const double bytes = activation_bytes(s_);
-    if (tp && sp && kind == BlockKind::Dense && framework_.tensor_comm_overlap)
+    if (tp && sp && kind == BlockKind::Dense && s_.parallelism.tensor_comm_overlap)
       return overlapped_block(work, pass, op, after, bytes);
     if (tp && sp)
       after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after);
@@ -317,7 +317,9 @@ private:
     };
     double waited_scatter = 0; // bytes of reduce-scatter waited for after the compute
     if (pass == Pass::Forward || pass == Pass::Recompute) {
-      const double last = 1.0 / std::max(1.0, framework_.tensor_overlap_reduce_chunks);
+      const double chunks = framework_.tensor_overlap_reduce_chunks > 0 ? framework_.tensor_overlap_reduce_chunks
+                                                                        : double(layout_.tensor);
+      const double last   = 1.0 / std::max(1.0, chunks);
       beside(CollectiveOp::AllGather, bytes);
       if (last < 1)
         beside(CollectiveOp::ReduceScatter, bytes * (1 - last));
@@ -354,7 +356,7 @@ private:
     const bool sp    = s_.parallelism.sequence_parallel;
     const bool dense = b.backward >= 0 && !(static_cast<size_t>(b.backward) < custom_.size() &&
                                             custom_[static_cast<size_t>(b.backward)] != BlockKind::Dense);
-    const bool te    = sp && framework_.tensor_comm_overlap;
+    const bool te    = sp && s_.parallelism.tensor_comm_overlap;
     if (!b.reduce_backward || !tp || !dense || b.backward_input < 0 || b.backward_weight < 0 ||
         !(te || framework_.tensor_backward_overlap))
       return block(b.backward, Pass::Backward, op, after, b.reduce_backward);

@@ -46,7 +46,8 @@ struct FrameworkProfile {
   // Tensor-parallel communication overlapped with the GEMMs beside it (sequence parallel only):
   // each all-gather or reduce-scatter is cut into chunks that the GEMM consumes or produces one
   // at a time, so only one chunk waits in the open. All-gathers are cut into as many chunks as
-  // tensor-parallel ranks (a ring exchange); reduce-scatters into tensor_overlap_reduce_chunks.
+  // tensor-parallel ranks (a ring exchange); reduce-scatters into tensor_overlap_reduce_chunks
+  // (0: as many as tensor-parallel ranks). The default of parallelism.tensor_comm_overlap.
   // ZeRO-3 / FSDP: a unit's parameters are fetched synchronously when its forward or backward
   // begins, so the gather waits for the compute before it and the compute waits for the gather
   // (false: the next unit's gather is issued as the current one starts, beside its compute).

@@ -154,6 +154,11 @@ struct ParallelSpec {
   int virtual_stages     = 1;
   std::string schedule   = "1f1b";
   bool sequence_parallel = false;
+  // The sequence-parallel all-gathers and reduce-scatters cut into chunks that the GEMMs beside
+  // them consume or produce (Megatron-Core's --tp-comm-overlap through Transformer Engine's
+  // userbuffers, torchtitan's async tensor parallelism); the profile's default
+  // (FrameworkProfile::tensor_comm_overlap, workloads/lower.cpp overlapped_block).
+  bool tensor_comm_overlap = false;
   int zero_stage         = 0;
   double bucket_bytes    = 25e6 * 4; // gradient bucket for the data-parallel all-reduce
   bool overlap_grad_reduce = true;

@@ -115,6 +115,14 @@ void read_parallelism(JsonReader r, ParallelSpec& p, const FrameworkProfile& fra
   p.virtual_stages      = static_cast<int>(r.integer("virtual_stages", 1, 1, kMaxLayers));
   p.schedule            = r.text("schedule", std::string("1f1b"));
   p.sequence_parallel   = r.boolean("sequence_parallel", false);
+  // The profile's overlap applies where it can (tensor > 1 with sequence parallelism); asked for
+  // explicitly, it must.
+  p.tensor_comm_overlap = r.boolean("tensor_comm_overlap", framework.tensor_comm_overlap);
+  if (r.has("tensor_comm_overlap") && p.tensor_comm_overlap && (p.tensor < 2 || !p.sequence_parallel))
+    r.problems().add(r.path_of("tensor_comm_overlap"),
+                     fmt::format("overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs: needs "
+                                 "tensor > 1 and sequence_parallel true, got tensor {} and sequence_parallel {}",
+                                 p.tensor, p.sequence_parallel));
   p.zero_stage          = static_cast<int>(r.integer("zero_stage", r.has("fsdp") ? 3 : 0, 0));
   if (r.has("fsdp")) { // FSDP is ZeRO-3 with its own switches (README, "Sharded data parallel")
     JsonReader fsdp         = r.object("fsdp");

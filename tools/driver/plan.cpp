@@ -365,6 +365,10 @@ PlanResult plan(const nlohmann::json& base_doc, const std::string& base_dir, con
     try {
       nlohmann::json doc = with_settings(base, setting);
       set_by_path(doc, "simulation.allow_oom=true"); // the memory check is the planner's, with headroom
+      // A tensor-parallel overlap the base asks for applies to the layouts that have tensor ranks.
+      if (setting.value("parallelism.tensor", 1) == 1 && doc.contains("parallelism") &&
+          doc["parallelism"].is_object() && doc["parallelism"].contains("tensor_comm_overlap"))
+        doc["parallelism"]["tensor_comm_overlap"] = false;
       Scenario s       = scenario_from_json(doc, base_dir);
       const JobPlan job      = plan_job(s);
       const double need      = job.analytic.memory_peak_bytes + options.headroom_bytes;

@@ -18,6 +18,9 @@ const bool registered = FrameworkRegistry::add(
         .overlap_grad_reduce = true,
         .bucket_parameters = 0, // one reduce-scatter per wrapped unit (a transformer block), not buckets
         .context_bytes = frameworks::kPyTorchCudaContextBytes,
+        // Async tensor parallelism when asked for (parallelism.tensor_comm_overlap): the
+        // reduce-scatter after a row-parallel GEMM leaves in one chunk per tensor rank.
+        .tensor_overlap_reduce_chunks = 0,
         .eager_ops = true,
         .selective_recompute = "op",
         .recompute_stops_early = true,
@@ -44,6 +47,10 @@ const bool registered = FrameworkRegistry::add(
                     "transformer block, Inductor's fused Triton kernels for the elementwise ops); "
                     "benchmarks/llama3_h100_202412_torchtitan.md (FSDP 5,762 against FSDP + torch.compile 6,667 "
                     "tokens/s per GPU, Llama 3.1 8B on 8 H100), 2024",
+                    "tensor_overlap_reduce_chunks: torch/distributed/_symmetric_memory/__init__.py "
+                    "(_fused_matmul_reduce_scatter: the matmul cut into group_size chunks, each reduce-scattered as it "
+                    "is produced; _fused_all_gather_matmul likewise), which torchtitan's "
+                    "parallelism.enable_async_tensor_parallel turns on (torch._inductor.config._micro_pipeline_tp), 2024",
                     "fp8_dynamic_scaling: torchtitan model.converters \"float8\" (torchao.float8.convert_to_float8_training, "
                     "filter_fqns \"output\": the output layer stays bf16); torchao/float8/float8_linear.py "
                     "(matmul_with_hp_or_float8_args: ctx.save_for_backward(input_hp, weight_hp_t), "

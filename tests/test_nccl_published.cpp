@@ -185,3 +185,55 @@ TEST_CASE("a published case's GPUs are spread evenly over its nodes", "[nccl_pub
   CHECK_THROWS_WITH(compare_published(testing::write_temp_file("uneven.json", one_case(2, 3)), false, "", 8),
                     Catch::Contains("cases[0].gpus") && Catch::Contains("multiple of the case's 2 nodes"));
 }
+
+// A machine that is a preset but for its NICs: the case's "set" changes the preset's platform
+// fields, as `stepsim collective --preset NAME --set path=value` does.
+TEST_CASE("a published case describes a machine that differs from its preset with \"set\"", "[nccl_published]")
+{
+  auto one_case = [](const std::string& set) {
+    return fmt::format(R"({{"cases": [{{"name": "half_the_nics", "preset": "dgx-h100", "nodes": 2, "gpus": 16,
+        "op": "all_reduce", "algorithm": "ring", {} "rows": [{{"bytes": 1073741824, "time_us": 25000}}]}}]}})",
+                       set);
+  };
+  auto busbw = [&](const std::string& set) {
+    const Comparison c = compare_published(testing::write_temp_file("set.json", one_case(set)), false, "", 16);
+    REQUIRE(c.cases.size() == 1);
+    REQUIRE(c.cases.front().rows.size() == 1);
+    return c.cases.front().rows.front().predicted_GBps;
+  };
+  // A ring across nodes is bound by the node's NICs: 4 of them instead of 8, half the bandwidth.
+  const double eight = busbw("");
+  const double four  = busbw(R"("set": {"platform.node_groups.0.nic.count": 4},)");
+  CHECK(four == Approx(eight / 2).epsilon(0.1));
+  const Comparison c = compare_published(
+      testing::write_temp_file("set.json", one_case(R"("set": {"platform.node_groups.0.nic.count": 4},)")), false, "", 16);
+  CHECK(c.cases.front().sets == std::vector<std::string>{"platform.node_groups.0.nic.count=4"});
+  CHECK(comparison_table(c).find("dgx-h100 +") != std::string::npos);
+  CHECK(comparison_json(c)["cases"][0]["set"][0] == "platform.node_groups.0.nic.count=4");
+
+  // What cannot be set is refused with the case's path.
+  CHECK_THROWS_WITH(compare_published(testing::write_temp_file("set.json", one_case(R"("set": {"model.num_layers": 2},)")),
+                                      false, "", 16),
+                    Catch::Contains("cases[0].set: --set model.num_layers=2: with --preset or --platform, expected a "
+                                    "platform.* or simulation.* field"));
+  CHECK_THROWS_WITH(compare_published(testing::write_temp_file("set.json", one_case(R"("set": [1],)")), false, "", 16),
+                    Catch::Contains("cases[0].set: expected an object of platform fields"));
+  CHECK_THROWS_WITH(compare_published(testing::write_temp_file(
+                                          "set.json", one_case(R"("set": {"platform.node_groups.0.nic.count": "many"},)")),
+                                      false, "", 16),
+                    Catch::Contains("cases[0].set: platform.node_groups[0].nic.count"));
+
+  // The command line: --set with --preset, and a field of the model refused.
+  const auto half = testing::run_stepsim("collective --preset dgx-h100 --nodes 2 --stride --sizes 1GiB --json - --set "
+                                         "platform.node_groups.0.nic.bandwidth=200Gbps");
+  REQUIRE(half.exit_code == 0);
+  const auto full = testing::run_stepsim("collective --preset dgx-h100 --nodes 2 --stride --sizes 1GiB --json -");
+  REQUIRE(full.exit_code == 0);
+  const double t_half = nlohmann::json::parse(half.output)["rows"][0]["time_us"].get<double>();
+  const double t_full = nlohmann::json::parse(full.output)["rows"][0]["time_us"].get<double>();
+  CHECK(t_half == Approx(2 * t_full).epsilon(0.1));
+  const auto refused = testing::run_stepsim("collective --preset dgx-h100 --set parallelism.data=4");
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.output.find("--set parallelism.data=4: with --preset or --platform, expected a platform.* or "
+                            "simulation.* field") != std::string::npos);
+}

@@ -107,7 +107,7 @@ TEST_CASE("the cloud presets parse with their NIC kinds and layouts", "[nic_kind
                           Expect{"azure-ndv5", "infiniband", 8, 400e9 / 8},
                           Expect{"aws-p5e", "efa-v2", 8, 4 * 100e9 / 8}, Expect{"gcp-a3-ultra", "roce", 8, 400e9 / 8},
                           Expect{"azure-nd-h200-v5", "infiniband", 8, 400e9 / 8},
-                          Expect{"dgx-b200", "infiniband", 8, 400e9 / 8}}) {
+                          Expect{"dgx-b200", "infiniband", 8, 400e9 / 8}, Expect{"gcp-a4", "roce", 8, 400e9 / 8}}) {
     INFO(x.preset);
     nlohmann::json doc = testing::small_scenario(1, 16, 16);
     doc["platform"]    = {{"preset", x.preset}, {"nodes", 2}};

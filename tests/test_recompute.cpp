@@ -1,8 +1,9 @@
-// Which layers a full recompute rebuilds (training.recompute_every, recompute_num_layers) and what
-// a framework's selective recompute rebuilds (FrameworkProfile::selective_recompute): the layers
-// marked in the plan, the recomputed tasks in the lowered graph, the memory kept, the FLOPs, the
-// step time, and the inputs refused. The expected figures are written out here from torchtitan's
-// and Megatron's policies, not taken from the code under test.
+// Which layers a full recompute rebuilds (training.recompute_every, recompute_method,
+// recompute_num_layers) and how many at once, and what a framework's selective recompute rebuilds
+// (FrameworkProfile::selective_recompute): the layers marked in the plan, the recomputed tasks in
+// the lowered graph, the memory kept, the FLOPs, the step time, and the inputs refused. The
+// expected figures are written out here from torchtitan's and Megatron's policies, not taken from
+// the code under test.
 #include "support.hpp"
 
 #include "sim/core/input_error.hpp"
@@ -17,6 +18,7 @@
 #include <list>
 #include <map>
 #include <string>
+#include <vector>
 
 using namespace stepsim;
 
@@ -129,6 +131,94 @@ TEST_CASE("a partial full recompute rebuilds every k-th layer (torchtitan) or th
   CHECK(t_half < t_full);
 }
 
+namespace {
+
+// The works of the recompute and backward tasks of micro-batch 0 on the first simulated rank, in
+// the order the lowering made them.
+std::vector<std::string> backward_order(const Scenario& s)
+{
+  const Workload w = lower(s);
+  std::vector<std::string> out;
+  const auto& r = w.ranks.front();
+  for (auto v : boost::make_iterator_range(boost::vertices(r.graph))) {
+    const Task& t = r.graph[v];
+    if (t.kind == TaskKind::Compute && t.micro_batch == 0 && t.work >= 0 &&
+        (t.pass == Pass::Recompute || t.pass == Pass::Backward))
+      out.push_back(w.works[static_cast<size_t>(t.work)].name);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("Megatron's uniform method keeps one input per group of N layers and rebuilds the group at once")
+{
+  nlohmann::json doc           = llama(2); // 8 layers, 4 per stage, 2 micro-batches
+  doc["training"]["recompute"] = "full";
+  const Scenario full          = scenario_from_json(doc);
+  doc["training"]["recompute_method"] = "uniform";
+  const Scenario uniform_1            = scenario_from_json(doc); // --recompute-num-layers defaults to 1
+  doc["training"]["recompute_num_layers"] = 2;
+  const Scenario uniform_2                = scenario_from_json(doc);
+  doc["training"]["recompute_num_layers"] = 3; // groups of layers 0-2 and 3 on each stage
+  const Scenario uniform_3                = scenario_from_json(doc);
+  doc["training"]["recompute_method"]     = "block";
+  doc["training"].erase("recompute_num_layers");
+  const Scenario block_default = scenario_from_json(doc); // block's first layer of each chunk
+  doc["training"].erase("recompute_method");
+  doc["training"]["recompute"] = "none";
+  const Scenario none          = scenario_from_json(doc);
+
+  // Every layer is rebuilt, as under a per-layer full recompute: the same FLOPs and tasks.
+  for (const Scenario* u : {&uniform_1, &uniform_2, &uniform_3}) {
+    CHECK(u->recomputed_layers_on_stage(0) == 4);
+    CHECK(u->recomputed_layer_share() == 1);
+    CHECK(hardware_flops_per_step(*u) == Approx(hardware_flops_per_step(full)));
+    CHECK(tasks_by_work(*u, Pass::Recompute) == tasks_by_work(full, Pass::Recompute));
+  }
+  CHECK(block_default.recomputed_layers_on_stage(0) == 1);
+  CHECK(uniform_2.recompute_checkpoints_on_stage(1) == 2);
+  CHECK(uniform_3.recompute_checkpoints_on_stage(1) == 2);
+  CHECK(uniform_3.layers_rebuilt_at_once(1) == 3);
+
+  // The backward of a stage: per layer, its forward again then its backward (last layer first);
+  // in groups of 2, the group's two forwards, first layer first, then both backwards.
+  const std::string ar = "attention_recompute", mr = "mlp_recompute", ab = "attention_backward",
+                    mb = "mlp_backward";
+  const std::vector<std::string> per_layer = {ar, mr, mb, ab, ar, mr, mb, ab, ar, mr, mb, ab, ar, mr, mb, ab};
+  const std::vector<std::string> in_pairs  = {ar, mr, ar, mr, mb, ab, mb, ab, ar, mr, ar, mr, mb, ab, mb, ab};
+  auto layers_only = [](std::vector<std::string> works) { // the embedding's backward is not a layer's
+    works.erase(std::remove_if(works.begin(), works.end(),
+                               [](const std::string& w) { return w.rfind("embedding", 0) == 0; }),
+                works.end());
+    return works;
+  };
+  CHECK(layers_only(backward_order(full)) == per_layer);
+  CHECK(layers_only(backward_order(uniform_1)) == per_layer);
+  CHECK(layers_only(backward_order(uniform_2)) == in_pairs);
+
+  // Memory: a group keeps its first layer's input (2 bytes a token and hidden unit) per
+  // micro-batch in flight, and its whole group is rebuilt at once in its backward.
+  const double input = 2.0 * 2048 * 1024, kept = layer_activation_bytes(none);
+  const int in_flight = 2;
+  auto activations    = [&](const Scenario& s) { return stage_memory(s, 0, in_flight).activations; };
+  CHECK(activations(uniform_1) == Approx(activations(full)));
+  CHECK(activations(uniform_2) - activations(none) == Approx((2 * input - 4 * kept) * in_flight + 2 * kept));
+  CHECK(activations(uniform_3) - activations(none) == Approx((2 * input - 4 * kept) * in_flight + 3 * kept));
+  // Grouping pays only where the checkpoints outweigh the layers rebuilt together: with 4 layers
+  // and 2 micro-batches in flight, 4 inputs fewer cost a whole layer more; with 32 in flight, 64
+  // inputs fewer do not.
+  CHECK(activations(uniform_2) > activations(full));
+  CHECK(stage_memory(uniform_2, 0, 32).activations < stage_memory(full, 0, 32).activations);
+
+  // The step: as slow as a per-layer full recompute (the same work, in another order).
+  doc["training"]["recompute"]            = "full";
+  const double t_full                     = step_time(doc);
+  doc["training"]["recompute_method"]     = "uniform";
+  doc["training"]["recompute_num_layers"] = 2;
+  CHECK(step_time(doc) == Approx(t_full).epsilon(0.01));
+}
+
 TEST_CASE("partial recompute is refused where it names nothing: without full recompute, both at once, or outside "
           "the transformer")
 {
@@ -139,6 +229,24 @@ TEST_CASE("partial recompute is refused where it names nothing: without full rec
   doc["training"]["recompute"]            = "full";
   doc["training"]["recompute_num_layers"] = 2;
   CHECK_THROWS_WITH(scenario_from_json(doc), Catch::Contains("training.recompute_num_layers: give recompute_every"));
+  doc["training"].erase("recompute_num_layers");
+  doc["training"]["recompute_method"] = "uniform";
+  CHECK_THROWS_WITH(scenario_from_json(doc), Catch::Contains("training.recompute_method: give recompute_every"));
+  doc["training"].erase("recompute_every");
+  doc["training"]["recompute_method"] = "groups";
+  CHECK_THROWS_WITH(scenario_from_json(doc), Catch::Contains("training.recompute_method"));
+  doc["training"]["recompute_method"]     = "uniform";
+  doc["training"]["recompute_num_layers"] = 2;
+  doc["parallelism"]["zero_stage"]        = 3;
+  CHECK_THROWS_WITH(scenario_from_json(doc), Catch::Contains("training.recompute_method: \"uniform\" with "
+                                                             "recompute_num_layers 2 rebuilds layers in groups"));
+  doc["parallelism"].erase("zero_stage");
+  doc["training"]["recompute"] = "selective";
+  CHECK_THROWS_WITH(scenario_from_json(doc), Catch::Contains("training.recompute_method: chooses the layers a full "
+                                                             "recompute rebuilds, but training.recompute is "
+                                                             "\"selective\""));
+  doc["training"]["recompute"] = "full";
+  doc["training"].erase("recompute_method");
   doc["training"].erase("recompute_num_layers");
   doc["training"]["recompute_every"] = 0;
   CHECK_THROWS_WITH(scenario_from_json(doc), Catch::Contains("training.recompute_every"));

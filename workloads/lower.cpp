@@ -547,9 +547,10 @@ private:
       const TaskId gathered = dp_.unit_parameters(unit, after);
       const TaskId experts  = experts_sharded_ ? expert_dp_.unit_parameters(unit, after) : ProgramBuilder::kNone;
       const TaskId first    = builder_->size();
-      if (layer->recomputed)
-        for (const Block& b : layer->blocks)
-          after = block(b.recompute, Pass::Recompute, op, after, b.reduce_forward);
+      if (layer->recomputed) // the group it closes, in forward order (Layer::recompute_span)
+        for (int k = layer->recompute_span - 1; k >= 0; --k)
+          for (const Block& b : (layer + k)->blocks)
+            after = block(b.recompute, Pass::Recompute, op, after, b.reduce_forward);
       for (auto b = layer->blocks.rbegin(); b != layer->blocks.rend(); ++b)
         after = split ? block(b->backward_input, pass, op, after, b->reduce_backward) : backward_block(*b, op, after);
       if (first < builder_->size()) {

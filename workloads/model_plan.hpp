@@ -34,6 +34,9 @@ struct Layer {
   // Bytes per parameter as ZeRO-3 / FSDP gathers them; 0: the run's (DataParallelPlan::
   // parameter_bytes). torchao's float8 all-gather sends a block's linear weights in FP8.
   double gathered_element_bytes = 0;
+  // The layers its backward rebuilds first, counted back from itself: 1, itself; a uniform group's
+  // last layer, the group (training.recompute_group); 0, a layer its group's last one rebuilds.
+  int recompute_span = 1;
 };
 
 // Blocks whose lowering is more than one compute task between tensor-parallel collectives, keyed

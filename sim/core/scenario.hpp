@@ -112,6 +112,10 @@ struct TrainingSpec {
   // --recompute-num-layers N (0: every layer).
   int recompute_every      = 1;
   int recompute_num_layers = 0;
+  // Consecutive layers one checkpoint covers (Megatron's --recompute-method uniform
+  // --recompute-num-layers N): each group of N layers of a chunk keeps only its first layer's
+  // input, and rebuilds all N at once before their backward. 1: one checkpoint per layer.
+  int recompute_group = 1;
   std::string attention       = "flash"; // flash (fused) | standard (scores materialised)
   std::string optimizer       = "adam";
   // What gradients are accumulated and reduced in: "fp32", or 16-bit ("bf16", "fp16"). Megatron
@@ -393,6 +397,10 @@ struct Scenario {
   bool layer_recomputed(long long layer, int j) const;
   int recomputed_layers_on_stage(int stage) const;
   double recomputed_layer_share() const;
+  // The inputs a full recompute keeps on a stage for each micro-batch in flight (one per recomputed
+  // layer, or one per group of training.recompute_group), and the most layers it rebuilds at once.
+  int recompute_checkpoints_on_stage(int stage) const;
+  int layers_rebuilt_at_once(int stage) const;
 
   long long micro_batches_per_replica() const
   {

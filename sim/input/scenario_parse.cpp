@@ -42,10 +42,18 @@ void read_training(JsonReader r, TrainingSpec& t, const FrameworkProfile& framew
   t.recompute         = r.text("recompute", std::string("none"), {"none", "selective", "full"});
   // A partial full recompute: every k-th layer (torchtitan's selective layer checkpointing) or the
   // first N of each pipeline chunk (Megatron's block method); either names which layers "full"
-  // rebuilds, so it needs "full", and one of them at a time.
+  // rebuilds, so it needs "full", and one of them at a time. Megatron's uniform method rebuilds
+  // every layer, N at a time from one checkpoint (megatron/core/transformer/transformer_block.py,
+  // TransformerBlock._checkpointed_forward); its --recompute-num-layers defaults to 1.
   t.recompute_every      = static_cast<int>(r.integer("recompute_every", 1, 1, limits::kMaxLayers));
-  t.recompute_num_layers = static_cast<int>(r.integer("recompute_num_layers", 0, 1, limits::kMaxLayers));
-  for (const char* key : {"recompute_every", "recompute_num_layers"})
+  const bool method      = r.has("recompute_method");
+  const std::string how  = r.text("recompute_method", std::string("block"), {"uniform", "block"});
+  const int num_layers   = static_cast<int>(r.integer("recompute_num_layers", method ? 1 : 0, 1, limits::kMaxLayers));
+  if (how == "uniform")
+    t.recompute_group = num_layers;
+  else
+    t.recompute_num_layers = num_layers;
+  for (const char* key : {"recompute_every", "recompute_method", "recompute_num_layers"})
     if (r.has(key) && t.recompute != "full")
       r.problems().add(r.path_of(key), fmt::format("chooses the layers a full recompute rebuilds, but "
                                                    "training.recompute is \"{}\"; set it to \"full\"",
@@ -53,6 +61,10 @@ void read_training(JsonReader r, TrainingSpec& t, const FrameworkProfile& framew
   if (r.has("recompute_every") && r.has("recompute_num_layers"))
     r.problems().add(r.path_of("recompute_num_layers"),
                      "give recompute_every (every k-th layer) or recompute_num_layers (the first N of each chunk), "
+                     "not both");
+  else if (r.has("recompute_every") && method)
+    r.problems().add(r.path_of("recompute_method"),
+                     "give recompute_every (every k-th layer) or recompute_method (Megatron's uniform or block), "
                      "not both");
   t.attention         = r.text("attention", framework.attention, {"flash", "standard"});
   t.optimizer         = r.text("optimizer", std::string("adam"), {"adam", "sgd"});
@@ -422,6 +434,19 @@ void check_shapes(const Scenario& s, const ModelHooks& model, Problems& problems
                  fmt::format("picks the transformer layers a full recompute rebuilds; model.architecture \"{}\" "
                              "recomputes all its layers or none",
                              m.architecture));
+  if (t.recompute_group > 1 && m.architecture != "transformer")
+    problems.add("training.recompute_num_layers",
+                 fmt::format("groups transformer layers under one checkpoint (recompute_method \"uniform\"); "
+                             "model.architecture \"{}\" checkpoints each of its layers",
+                             m.architecture));
+  // Sharded parameters are gathered layer by layer, each just before its own recompute; a group
+  // rebuilt at once would need its layers gathered together, which stepsim does not lower.
+  if (t.recompute_group > 1 && p.zero_stage == 3)
+    problems.add("training.recompute_method",
+                 fmt::format("\"uniform\" with recompute_num_layers {} rebuilds layers in groups, which stepsim "
+                             "lowers for parameters a rank holds whole; with zero_stage 3 (ZeRO-3, FSDP) use "
+                             "recompute_num_layers 1 or the block method",
+                             t.recompute_group));
   check_context_attention(s, problems); // heads for Ulysses' all-to-alls (sim/input/context_parse.hpp)
   // Ring attention balances the causal work by cutting the sequence into 2 × context chunks
   // (Ulysses computes whole sequences and needs no such cut).
@@ -460,6 +485,28 @@ bool Scenario::layer_recomputed(long long layer, int j) const
   if (training.recompute_num_layers > 0) // Megatron's block method counts within each model chunk
     return j < training.recompute_num_layers;
   return (layer + 1) % training.recompute_every == 0;
+}
+
+int Scenario::recompute_checkpoints_on_stage(int stage) const
+{
+  if (training.recompute_group <= 1)
+    return recomputed_layers_on_stage(stage);
+  int n = 0; // a chunk's last group may be short
+  for (int chunk = 0; chunk < parallelism.virtual_stages; ++chunk) {
+    const int layers = layers_in_virtual_stage(chunk * parallelism.pipeline + stage);
+    n += (layers + training.recompute_group - 1) / training.recompute_group;
+  }
+  return training.recompute == "full" ? n : 0;
+}
+
+int Scenario::layers_rebuilt_at_once(int stage) const
+{
+  if (training.recompute != "full" || recomputed_layers_on_stage(stage) == 0)
+    return 0;
+  int widest = 0;
+  for (int chunk = 0; chunk < parallelism.virtual_stages; ++chunk)
+    widest = std::max(widest, layers_in_virtual_stage(chunk * parallelism.pipeline + stage));
+  return std::min(widest, training.recompute_group);
 }
 
 int Scenario::recomputed_layers_on_stage(int stage) const

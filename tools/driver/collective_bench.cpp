@@ -244,7 +244,8 @@ std::vector<std::string> platform_presets()
   return names;
 }
 
-Scenario platform_scenario(const std::string& preset, const std::string& platform_file, int nodes)
+Scenario platform_scenario(const std::string& preset, const std::string& platform_file, int nodes,
+                           const std::vector<std::string>& sets)
 {
   std::string file = platform_file;
   if (!preset.empty()) {
@@ -267,6 +268,21 @@ Scenario platform_scenario(const std::string& preset, const std::string& platfor
   if (nodes > 0 && platform.contains("node_groups") && platform["node_groups"].is_array() &&
       !platform["node_groups"].empty() && platform["node_groups"][0].is_object())
     platform["node_groups"][0]["count"] = nodes;
+  // A machine that is a preset but for a figure or two (fewer NICs, another NIC kind): the
+  // platform's fields are set before the carrier counts its GPUs, the simulation's after.
+  std::vector<std::string> simulation_sets;
+  nlohmann::json wrapper = {{"platform", platform}};
+  for (const auto& a : sets) {
+    if (a.rfind("platform.", 0) == 0)
+      set_by_path(wrapper, a);
+    else if (a.rfind("simulation.", 0) == 0)
+      simulation_sets.push_back(a);
+    else
+      throw InputError({fmt::format("--set {}: with --preset or --platform, expected a platform.* or simulation.* "
+                                    "field (the carried job has no model or plan to set)",
+                                    a)});
+  }
+  platform = wrapper["platform"];
   const long long gpus = platform_gpus(platform);
   if (gpus > limits::kMaxCollectiveBenchGpus)
     throw InputError({fmt::format("{}: {} GPUs; the collective benchmark replays one collective over every GPU, which "
@@ -274,8 +290,10 @@ Scenario platform_scenario(const std::string& preset, const std::string& platfor
                                   "that many",
                                   nodes > 0 ? "--nodes" : (preset.empty() ? "--platform" : "--preset"), gpus,
                                   limits::kMaxCollectiveBenchGpus)});
-  const nlohmann::json scenario =
+  nlohmann::json scenario =
       platform_carrier(preset.empty() ? std::filesystem::path(file).stem().string() : preset, platform);
+  for (const auto& a : simulation_sets)
+    set_by_path(scenario, a);
   return scenario_from_json(scenario, std::filesystem::path(file).parent_path().string());
 }
 

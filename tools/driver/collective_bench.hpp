@@ -83,9 +83,11 @@ std::vector<CollectiveTime> time_collectives(const PlatformSpec& platform, const
 
 // The platform of a preset (configs/platforms/NAME.json) or of a platform file, both
 // {"platform": {...}}, as a scenario whose only job is to carry it (`stepsim collective
-// --preset / --platform`); `nodes` > 0 sets the node count of its first node group. Throws
-// InputError naming the option or the platform's JSON path.
-Scenario platform_scenario(const std::string& preset, const std::string& platform_file, int nodes);
+// --preset / --platform`); `nodes` > 0 sets the node count of its first node group, and `sets`
+// (path=value, as --set) its platform.* and simulation.* fields after that. Throws InputError
+// naming the option or the platform's JSON path.
+Scenario platform_scenario(const std::string& preset, const std::string& platform_file, int nodes,
+                           const std::vector<std::string>& sets = {});
 // The names of configs/platforms/*.json.
 std::vector<std::string> platform_presets();
 

@@ -72,6 +72,17 @@ Comparison compare_published(const std::string& file, bool analytic_network, con
     cc.gpus_per_thread = static_cast<int>(c.integer("gpus_per_thread", 1, 1, 1024));
     for (const char* key : {"as_run", "hardware", "source", "trust", "notes", "gpus_per_thread_source"})
       c.raw(key);
+    if (const nlohmann::json* set = c.raw("set")) {
+      if (!set->is_object() || set->empty())
+        problems.add(c.path_of("set"), "expected an object of platform fields and values, e.g. "
+                                       "{\"platform.node_groups.0.nic.count\": 2}");
+      else
+        for (const auto& [path, value] : set->items())
+          if (value.is_structured())
+            problems.add(c.path_of("set") + "." + path, "expected a number, string or boolean");
+          else
+            cc.sets.push_back(path + "=" + value.dump());
+    }
     struct Row {
       double bytes, measured_GBps;
     };
@@ -111,7 +122,18 @@ Comparison compare_published(const std::string& file, bool analytic_network, con
         rows.push_back({bytes, measured});
     }
     problems.throw_if_any();
-    const Scenario s                 = platform_scenario(cc.preset, "", cc.nodes);
+    const Scenario s = [&] {
+      try {
+        return platform_scenario(cc.preset, "", cc.nodes, cc.sets);
+      } catch (const InputError& e) { // a field the case sets: say which case
+        if (cc.sets.empty())
+          throw;
+        std::vector<std::string> named;
+        for (const auto& p : e.problems())
+          named.push_back(fmt::format("{}: {}", c.path_of("set"), p));
+        throw InputError(named);
+      }
+    }();
     std::vector<int> members;
     try {
       members = benchmark_group(s.platform, cc.gpus, cc.gpus / cc.nodes);
@@ -170,16 +192,21 @@ std::string comparison_table(const Comparison& c)
                                                    : k.op == "reduce_scatter"                          ? "RS"
                                                                                                        : "A2A",
                                          k.algorithm);
+    const std::string preset = k.sets.empty() ? k.preset : k.preset + " +";
     if (!k.not_modelled.empty())
-      out += fmt::format("{:<52} {:<18} {:>5} {:<15} not modelled: {}\n", k.name, k.preset, k.gpus, what, k.not_modelled);
+      out += fmt::format("{:<52} {:<18} {:>5} {:<15} not modelled: {}\n", k.name, preset, k.gpus, what, k.not_modelled);
     else
-      out += fmt::format("{:<52} {:<18} {:>5} {:<15} {} {}{}\n", k.name, k.preset, k.gpus, what, cell(k.large),
+      out += fmt::format("{:<52} {:<18} {:>5} {:<15} {} {}{}\n", k.name, preset, k.gpus, what, cell(k.large),
                          cell(k.small), k.closed_form_rows > 0 ? " *" : "");
   }
-  bool closed = false;
-  for (const auto& k : c.cases)
+  bool closed = false, set = false;
+  for (const auto& k : c.cases) {
     closed = closed || k.closed_form_rows > 0;
+    set    = set || !k.sets.empty();
+  }
   out += fmt::format("{:<52} {:<18} {:>5} {:<15} {} {}\n", "all cases run", "", "", "", cell(c.large), cell(c.small));
+  if (set)
+    out += "+ the preset with the fields the case's \"set\" gives (a machine that differs from it)\n";
   if (closed)
     out += fmt::format("* timed by its closed form: a tree over more than {} GPUs on a non-blocking fabric "
                        "(tools/driver/collective_bench.hpp)\n",
@@ -204,6 +231,8 @@ nlohmann::json comparison_json(const Comparison& c)
                         {"gpus", k.gpus},   {"op", k.op},               {"algorithm", k.algorithm},
                         {"large", family(k.large)}, {"small", family(k.small)}, {"rows", rows},
                         {"closed_form_rows", k.closed_form_rows}};
+    if (!k.sets.empty())
+      j["set"] = k.sets;
     if (!k.not_modelled.empty())
       j["not_modelled"] = k.not_modelled;
     cases.push_back(j);

@@ -35,6 +35,9 @@ struct ComparedCase {
   std::string name, preset, op, algorithm;
   int nodes = 0, gpus = 0;
   int gpus_per_thread = 1; // nccl-tests -g: the case's "gpus_per_thread" (collective_bench.hpp nccl_tests_iteration_seconds)
+  // The case's "set": fields of the preset's platform that this machine has otherwise (path=value,
+  // as --set), e.g. fewer NICs or another NIC kind; empty: the preset as it is.
+  std::vector<std::string> sets;
   std::string not_modelled; // why the case was not run (an algorithm not registered, a group it refuses); empty when run
   std::vector<ComparedRow> rows;
   FamilyError large, small;
@@ -47,7 +50,7 @@ struct Comparison {
 };
 
 // Times every case of `file` (its "cases": name, preset, nodes, gpus, op, algorithm, optionally
-// gpus_per_thread, rows of bytes, time_us and/or busbw_GBps). Throws InputError naming the file and case for a malformed
+// gpus_per_thread and set, rows of bytes, time_us and/or busbw_GBps). Throws InputError naming the file and case for a malformed
 // one. `only`: run the cases whose name contains it (all when empty). `max_gpus` > 0 leaves out
 // the cases of more GPUs (the 512- and 2048-GPU ones take minutes), marked "not run here".
 // `jobs`: a case's sizes timed that many at a time (time_collectives); the rows do not depend on it.

@@ -401,6 +401,8 @@ NetworkFit fit_network(const NetworkFitRequest& request)
     throw InputError({"LOG: expected at least one nccl-tests log"});
   NetworkFit fit;
   fit.machine = request.preset.empty() ? request.platform_file : request.preset;
+  for (const auto& a : request.sets)
+    fit.machine += (&a == &request.sets.front() ? " with " : ", ") + a;
   for (const auto& path : request.logs)
     fit.logs.push_back(NetworkFitLog{read_nccl_tests_log(path), "", "", {}, {}, {}, 0});
   fit.before = load_link_efficiency();
@@ -417,7 +419,7 @@ NetworkFit fit_network(const NetworkFitRequest& request)
       continue;
     }
     const int hosts = static_cast<int>(log.hosts.size()), per_host = log.ranks_per_host();
-    const Scenario s = platform_scenario(request.preset, request.platform_file, hosts);
+    const Scenario s = platform_scenario(request.preset, request.platform_file, hosts, request.sets);
     c.platform       = s.platform;
     // The log names its GPUs as NVML does; a machine of other GPUs is most likely the wrong one.
     if (!log.ranks.empty() && !log.ranks.front().device_name.empty()) {

@@ -19,6 +19,7 @@ namespace stepsim {
 struct NetworkFitRequest {
   std::vector<std::string> logs;
   std::string preset, platform_file; // the machine: exactly one
+  std::vector<std::string> sets;     // its platform.* fields that differ (path=value, as --set)
 };
 
 // One logged size: measured, and the model before and after the fit.

@@ -18,6 +18,7 @@ namespace {
 struct NetworkOptions {
   std::vector<std::string> logs;
   std::string preset, platform, out;
+  std::vector<std::string> sets;
 };
 
 std::string size_text(double bytes)
@@ -39,7 +40,7 @@ std::string band(const Mape& m, bool large)
 
 int run_network(const NetworkOptions& o)
 {
-  const NetworkFit fit = fit_network(NetworkFitRequest{o.logs, o.preset, o.platform});
+  const NetworkFit fit = fit_network(NetworkFitRequest{o.logs, o.preset, o.platform, o.sets});
   fmt::print("calibrate network: {} log{} on {} ({} model runs)\n", fit.logs.size(), fit.logs.size() == 1 ? "" : "s",
              fit.machine, fit.model_runs);
   for (const auto& l : fit.logs) {
@@ -114,6 +115,8 @@ std::function<int()> setup_calibrate_network(CLI::App& calibrate)
       ->required();
   n->add_option("--preset", o->preset, "the machine: a platform preset of configs/platforms/ (dgx-a100, ...)");
   n->add_option("--platform", o->platform, "the machine: a platform file {\"platform\": {...}}");
+  n->add_option("--set", o->sets, "a field of the machine that differs from the preset or file: platform.*=value, "
+                                  "e.g. platform.node_groups.0.nic.count=4 (repeatable)");
   n->add_option("-o,--out", o->out, "calibration file to write (a scenario names it in simulation.network_calibration)");
   n->footer("The logs name the ranks, hosts and GPUs; the machine gives the links. Single-host logs fit the link "
             "inside a node, multi-host logs the NIC.\nExample:\n  stepsim calibrate network all_reduce_perf.log "

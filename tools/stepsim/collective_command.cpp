@@ -112,11 +112,9 @@ int run(const CollectiveOptions& o)
   const int sources = (o.file.empty() ? 0 : 1) + (o.platform.empty() ? 0 : 1) + (o.preset.empty() ? 0 : 1);
   if (sources != 1)
     throw InputError({"FILE: give exactly one of a scenario FILE, --platform FILE or --preset NAME"});
-  if (!o.sets.empty() && o.file.empty())
-    throw InputError({"--set: applies to a scenario FILE only"});
   if (o.nodes != 0 && !o.file.empty())
     throw InputError({"--nodes: applies to --platform and --preset only (use --set platform.node_groups.0.count=N)"});
-  Scenario s = o.file.empty() ? platform_scenario(o.preset, o.platform, o.nodes) : load_scenario(o.file, o.sets);
+  Scenario s = o.file.empty() ? platform_scenario(o.preset, o.platform, o.nodes, o.sets) : load_scenario(o.file, o.sets);
   auto op    = benchmark_op(o.op);
   if (!op)
     throw InputError({fmt::format("--op: expected all_reduce, all_gather, reduce_scatter or all_to_all, got \"{}\"", o.op)});
@@ -220,7 +218,9 @@ std::function<int()> setup(CLI::App& sub)
   // Ranges, so that 0 is refused rather than read as "not given" (the file's nodes, all GPUs).
   sub.add_option("--nodes", o->nodes, "with --platform or --preset: the number of nodes (default the file's)")
       ->check(CLI::Range(1, 1 << 17));
-  sub.add_option("--set", o->sets, "override a field: path=value, e.g. platform.node_groups.0.nic.bandwidth=400Gbps (repeatable)");
+  sub.add_option("--set", o->sets,
+                 "override a field: path=value, e.g. platform.node_groups.0.nic.bandwidth=400Gbps (repeatable; with "
+                 "--preset or --platform, platform.* and simulation.* fields)");
   sub.add_option("--op", o->op, "all_reduce (default), all_gather, reduce_scatter or all_to_all");
   sub.add_option("--gpus", o->gpus, "group size: the first N GPUs (default all)")->check(CLI::Range(1, 1 << 24));
   sub.add_option("--gpus-per-thread", o->gpus_per_thread,
@@ -249,6 +249,8 @@ std::function<int()> setup(CLI::App& sub)
       ->check(CLI::Range(1, 64));
   sub.footer("Examples:\n  stepsim collective configs/scenarios/default.json --gpus 8 --sizes 1MB,16MB,256MB\n"
              "  stepsim collective --preset dgx-a100 --nodes 2 --min 8KB --max 1GiB --json rows.json\n"
+             "  stepsim collective --preset dgx1-v100 --set platform.node_groups.0.nic.count=2 --set "
+             "platform.node_groups.0.nic.kind=roce\n"
              "  stepsim collective configs/scenarios/default.json --stride --op all_gather --algorithm direct\n"
              "  stepsim collective configs/scenarios/default.json --gpus 8 --algorithm halving_doubling --min 1KB --max 64MB\n"
              "  stepsim collective --compare configs/calibration/nccl_tests_published.json --case aws");

@@ -336,15 +336,17 @@ public:
     const double layers    = s.layers_on_stage(stage);
     // A recomputed layer keeps its input, the others all they save (a partial full recompute:
     // training.recompute_every, recompute_num_layers); one recomputed layer is rebuilt in full
-    // during its backward.
+    // during its backward. Megatron's uniform method keeps one input per group of layers and
+    // rebuilds the whole group at once (training.recompute_group).
     Scenario whole           = s;
     whole.training.recompute = "none";
     const double recomputed  = s.recomputed_layers_on_stage(stage);
+    const double checkpoints = s.recompute_checkpoints_on_stage(stage);
     const double per_layer   = layer_activation_bytes(s);
     const double kept        = s.training.recompute == "full" ? layer_activation_bytes(whole) : per_layer;
-    f.activations = (per_layer * recomputed + kept * (layers - recomputed)) * micro_batches_in_flight;
+    f.activations = (per_layer * checkpoints + kept * (layers - recomputed)) * micro_batches_in_flight;
     if (recomputed > 0)
-      f.activations += layer_activation_bytes(whole);
+      f.activations += s.layers_rebuilt_at_once(stage) * layer_activation_bytes(whole);
     // The logits of the vocabulary shard at the loss: fp32 in Megatron's fused cross entropy (4 bytes
     // each); under autocast the 16-bit logits cast to fp32, log_softmax's fp32 output and, as
     // backward begins, its fp32 gradient (cross_entropy = log_softmax + nll_loss): 12.
@@ -456,8 +458,11 @@ public:
       if (vs == 0)
         layers.push_back(embedding);
       const int n = s.layers_in_virtual_stage(vs);
+      const int g = s.training.recompute_group;
       for (int j = 0; j < n; ++j) { // a partial full recompute rebuilds some of them (training.recompute_every)
         layer.recomputed = full && s.layer_recomputed(first + j, j);
+        // Uniform groups are rebuilt at their last layer's backward, the first layer first.
+        layer.recompute_span = j % g == g - 1 || j == n - 1 ? j % g + 1 : 0;
         layers.push_back(layer);
       }
       first += n;

@@ -207,3 +207,69 @@ TEST_CASE("torch.compile and torchao's float8 are refused where stepsim does not
   CHECK_THROWS_WITH(scenario_from_json(doc), Catch::Contains("parallelism.fsdp.float8_all_gather: gathers torchao's "
                                                              "float8 weights: needs training.precision \"fp8\""));
 }
+
+// torchao/float8/float8_tensor_parallel.py, which torchtitan applies with its tensorwise float8
+// (parallelize_llama.py, enable_float8_tensorwise_tp): PrepareFloat8ModuleInput casts a block's
+// input to FP8 before the sequence-parallel all-gather, and Float8RowwiseParallel's output casts
+// the output gradient to e5m2 before the backward's all-gather; the row-parallel outputs are
+// reduce-scattered in bf16. Transformer Engine's FP8 (Megatron) gathers bf16.
+TEST_CASE("torchao's float8 tensor parallelism gathers FP8 and reduce-scatters bf16", "[tensor]")
+{
+  nlohmann::json doc                  = llama();
+  doc["parallelism"]["zero_stage"]    = 0;
+  doc["parallelism"]["data"]          = 4;
+  doc["parallelism"]["tensor"]        = 2;
+  doc["parallelism"]["sequence_parallel"] = true;
+  doc["training"]["recompute"]        = "full";
+  doc["training"]["compile"]          = true;
+  // Per pass, the tensor-parallel collectives of micro-batch 0 by kind: bytes of each.
+  auto tensor_collectives = [](const nlohmann::json& d, Pass pass, CollectiveOp c) {
+    const Workload w = lower(scenario_from_json(d));
+    std::vector<double> out;
+    const auto& r = w.ranks.front();
+    for (auto v : boost::make_iterator_range(boost::vertices(r.graph))) {
+      const Task& t = r.graph[v];
+      if (t.kind == TaskKind::Collective && t.op == c && t.pass == pass && t.micro_batch == 0 &&
+          (t.stream == Stream::Tensor || t.stream == Stream::TensorOverlap))
+        out.push_back(t.bytes);
+    }
+    return out;
+  };
+  const double tokens_hidden = 2048.0 * 1024; // micro-batch 1: the activation a block gathers
+  auto check = [&](const nlohmann::json& d, double gather_element, const char* what) {
+    INFO(what);
+    // The recomputed forward: 2 blocks a layer, 4 layers, 8 of each (the embedding, which the
+    // forward runs first, is not recomputed).
+    for (Pass pass : {Pass::Recompute}) {
+      const auto gathers  = tensor_collectives(d, pass, CollectiveOp::AllGather);
+      const auto scatters = tensor_collectives(d, pass, CollectiveOp::ReduceScatter);
+      REQUIRE(gathers.size() == 8);
+      for (double b : gathers)
+        CHECK(b == Approx(tokens_hidden * gather_element));
+      // An overlapped reduce-scatter leaves in chunks (the last one waited for): its bytes add up.
+      double scattered = 0;
+      for (double b : scatters)
+        scattered += b;
+      CHECK(scattered == Approx(8 * tokens_hidden * 2));
+    }
+    // The forward and the backward (each block's output gradient gathered, its input gradient
+    // reduce-scattered) gather the same for the 8 blocks; the embedding's and the output layer's
+    // collectives stay bf16 (torchtitan leaves them out of float8).
+    for (Pass pass : {Pass::Forward, Pass::Backward}) {
+      const auto gathers = tensor_collectives(d, pass, CollectiveOp::AllGather);
+      CHECK(std::count_if(gathers.begin(), gathers.end(),
+                          [&](double b) { return b == Approx(tokens_hidden * gather_element); }) >= 8);
+    }
+  };
+  doc["training"]["precision"] = "fp8";
+  check(doc, 1, "torchtitan fp8: FP8 gathers");
+  doc["parallelism"]["tensor_comm_overlap"] = true; // async TP gathers the same FP8
+  check(doc, 1, "torchtitan fp8, async TP");
+  doc["parallelism"].erase("tensor_comm_overlap");
+  doc["training"]["precision"] = "bf16";
+  check(doc, 2, "torchtitan bf16");
+  doc["training"]["precision"] = "fp8";
+  doc["training"]["framework"] = "megatron-core";
+  doc["training"].erase("compile");
+  check(doc, 2, "Transformer Engine fp8: bf16 gathers");
+}

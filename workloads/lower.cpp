@@ -267,7 +267,7 @@ private:
 
   // One tensor-parallel block: with sequence parallelism an all-gather before and a
   // reduce-scatter after the compute, otherwise one all-reduce after it.
-  TaskId block(int work, Pass pass, const PipeOp& op, TaskId after, bool reduce = true)
+  TaskId block(int work, Pass pass, const PipeOp& op, TaskId after, bool reduce = true, bool float8_gather = false)
   {
     if (work < 0)
       return after;
@@ -279,10 +279,11 @@ private:
     const bool tp = layout_.tensor > 1;
     const bool sp = s_.parallelism.sequence_parallel;
     const double bytes = activation_bytes(s_);
+    const double gathered = gathered_bytes(bytes, float8_gather);
     if (tp && sp && kind == BlockKind::Dense && s_.parallelism.tensor_comm_overlap)
-      return overlapped_block(work, pass, op, after, bytes);
+      return overlapped_block(work, pass, op, after, bytes, gathered);
     if (tp && sp)
-      after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after);
+      after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, gathered, pass, op, after);
     after = kind == BlockKind::Dense ? compute(work, pass, op, after) : custom_block(kind, pass, op, after);
     if (tp)
       after = collective(Stream::Tensor, sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, tp_group_, bytes,
@@ -307,7 +308,7 @@ private:
   //   no weight gradient to hide the reduce-scatter behind, and waits for it.
   // The hidden collectives run on their own stream (tensor_overlap) and slow compute by the
   // device's interference factor; the block ends when its compute and all of them have.
-  TaskId overlapped_block(int work, Pass pass, const PipeOp& op, TaskId after, double bytes)
+  TaskId overlapped_block(int work, Pass pass, const PipeOp& op, TaskId after, double bytes, double gathered)
   {
     // The compute first: a layer's first task is what waits for its ZeRO-3 gather (forward()).
     const TaskId computed = compute(work, pass, op, after);
@@ -320,12 +321,12 @@ private:
       const double chunks = framework_.tensor_overlap_reduce_chunks > 0 ? framework_.tensor_overlap_reduce_chunks
                                                                         : double(layout_.tensor);
       const double last   = 1.0 / std::max(1.0, chunks);
-      beside(CollectiveOp::AllGather, bytes);
+      beside(CollectiveOp::AllGather, gathered);
       if (last < 1)
         beside(CollectiveOp::ReduceScatter, bytes * (1 - last));
       waited_scatter = bytes * last;
     } else { // a backward without its weight gradients (backward_block lowers a whole one)
-      beside(CollectiveOp::AllGather, bytes); // the output gradient, for the row-parallel dgrad
+      beside(CollectiveOp::AllGather, gathered); // the output gradient, for the row-parallel dgrad
       waited_scatter = bytes;
     }
     TaskId done = computed;
@@ -359,20 +360,21 @@ private:
     const bool te    = sp && s_.parallelism.tensor_comm_overlap;
     if (!b.reduce_backward || !tp || !dense || b.backward_input < 0 || b.backward_weight < 0 ||
         !(te || framework_.tensor_backward_overlap))
-      return block(b.backward, Pass::Backward, op, after, b.reduce_backward);
-    const Pass pass    = Pass::Backward;
-    const double bytes = activation_bytes(s_);
+      return block(b.backward, Pass::Backward, op, after, b.reduce_backward, b.float8_gather);
+    const Pass pass       = Pass::Backward;
+    const double bytes    = activation_bytes(s_);
+    const double gathered = gathered_bytes(bytes, b.float8_gather);
     if (sp && !te) // blocking, before anything else of the block
-      after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after);
+      after = collective(Stream::Tensor, CollectiveOp::AllGather, tp_group_, gathered, pass, op, after);
     // The dgrad before the collectives beside it: a layer's first task is what waits for its
     // ZeRO-3 gather (backward()).
     const TaskId dgrad = compute(b.backward_input, pass, op, after);
     std::vector<TaskId> hidden;
     if (te)
-      hidden.push_back(collective(Stream::TensorOverlap, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after));
+      hidden.push_back(collective(Stream::TensorOverlap, CollectiveOp::AllGather, tp_group_, gathered, pass, op, after));
     TaskId input_gathered = ProgramBuilder::kNone;
     if (sp) {
-      input_gathered = collective(Stream::TensorOverlap, CollectiveOp::AllGather, tp_group_, bytes, pass, op, after);
+      input_gathered = collective(Stream::TensorOverlap, CollectiveOp::AllGather, tp_group_, gathered, pass, op, after);
       hidden.push_back(input_gathered);
     }
     hidden.push_back(collective(Stream::TensorOverlap, sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce,
@@ -384,6 +386,13 @@ private:
     for (TaskId h : hidden)
       builder_->depends(done, h);
     return done;
+  }
+
+  // Bytes of a sequence-parallel all-gather of `bytes` of 16-bit activations: half as many in
+  // FP8 (Block::float8_gather; torchao's scale is one scalar per tensor).
+  double gathered_bytes(double bytes, bool float8_gather) const
+  {
+    return float8_gather ? bytes / stored_element_bytes(s_.training.precision) : bytes;
   }
 
   // The wait of the compute stream for the overlapped collectives' streams (CUDA events, no
@@ -517,7 +526,7 @@ private:
       const TaskId experts  = experts_sharded_ ? expert_dp_.unit_parameters(static_cast<int>(i), after) : ProgramBuilder::kNone;
       const TaskId first    = builder_->size();
       for (const Block& b : layers[i].blocks)
-        after = block(b.forward, Pass::Forward, op, after, b.reduce_forward);
+        after = block(b.forward, Pass::Forward, op, after, b.reduce_forward, b.float8_gather);
       if (first < builder_->size()) {
         builder_->depends(first, gathered);
         builder_->depends(first, experts);
@@ -550,9 +559,10 @@ private:
       if (layer->recomputed) // the group it closes, in forward order (Layer::recompute_span)
         for (int k = layer->recompute_span - 1; k >= 0; --k)
           for (const Block& b : (layer + k)->blocks)
-            after = block(b.recompute, Pass::Recompute, op, after, b.reduce_forward);
+            after = block(b.recompute, Pass::Recompute, op, after, b.reduce_forward, b.float8_gather);
       for (auto b = layer->blocks.rbegin(); b != layer->blocks.rend(); ++b)
-        after = split ? block(b->backward_input, pass, op, after, b->reduce_backward) : backward_block(*b, op, after);
+        after = split ? block(b->backward_input, pass, op, after, b->reduce_backward, b->float8_gather)
+                      : backward_block(*b, op, after);
       if (first < builder_->size()) {
         builder_->depends(first, gathered);
         builder_->depends(first, experts);

@@ -20,6 +20,10 @@ struct Block {
   int forward = -1, backward = -1, recompute = -1;
   int backward_input = -1, backward_weight = -1; // schedules that split backward (ZB-H1)
   bool reduce_forward = false, reduce_backward = false; // tensor-parallel collective after it
+  // torchao's float8 tensor parallelism: the block's sequence-parallel all-gathers carry FP8, one
+  // byte an element (the input cast before it is gathered, the output gradient cast to e5m2
+  // before it is); its reduce-scatters stay 16-bit.
+  bool float8_gather = false;
 };
 
 struct Layer {

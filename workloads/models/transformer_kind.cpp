@@ -405,6 +405,13 @@ public:
     Block attention{t.attention_forward, t.attention_backward, t.attention_recompute, t.attention_backward_input,
                     t.attention_backward_weight, true, true};
     Block mlp{t.mlp_forward, t.mlp_backward, t.mlp_recompute, t.mlp_backward_input, t.mlp_backward_weight, true, true};
+    // torchtitan turns on torchao's float8 tensor parallelism with its tensorwise float8
+    // (parallelize_llama.py: enable_float8_tensorwise_tp, Float8ColwiseParallel,
+    // Float8RowwiseParallel, PrepareFloat8ModuleInput from torchao/float8/float8_tensor_parallel.py).
+    const bool float8_tensor_parallel =
+        s.training.precision == "fp8" && s.parallelism.tensor > 1 && s.parallelism.sequence_parallel &&
+        FrameworkRegistry::get(s.training.framework, "training.framework").fp8_dynamic_scaling;
+    attention.float8_gather = mlp.float8_gather = float8_tensor_parallel;
     auto& custom = out.block_kinds;
     custom.assign(works.size(), BlockKind::Dense);
     double experts = 0;

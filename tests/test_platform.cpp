@@ -223,6 +223,16 @@ TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; a coun
   CHECK(twelve.platform.node_groups[0].nic.count == 4);
   CHECK(twelve.platform.node_groups[0].nic.bandwidth_Bps == Approx(3 * 100e9 / 8));
 
+  // A node of one GPU (a GH200-style node) with two NICs: one group, the two pooled.
+  group["count"]         = 16;
+  group["gpus_per_node"] = 1;
+  group["nic"]["count"]  = 2;
+  const Scenario one_gpu = scenario_from_json(j);
+  CHECK(one_gpu.platform.node_groups[0].nic.count == 1);
+  CHECK(one_gpu.platform.node_groups[0].nic.bandwidth_Bps == Approx(2 * 100e9 / 8));
+  group["count"]         = 2;
+  group["gpus_per_node"] = 8;
+
   group["nic"]["count"] = 3; // no common divisor with 8: no even split
   try {
     scenario_from_json(j);

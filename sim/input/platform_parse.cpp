@@ -44,7 +44,7 @@ void lay_out_nics(NicSpec& nic, int gpus_per_node, JsonReader& reader)
   if (nic.count <= 0 || gpus_per_node <= 0 || gpus_per_node % nic.count == 0)
     return; // one NIC per GPU, or one shared by several: built as given
   const int groups = std::gcd(nic.count, gpus_per_node);
-  if (groups == 1) {
+  if (groups == 1 && gpus_per_node > 1) { // one GPU with several NICs is one group, not a refusal
     reader.problems().add(reader.path_of("count"),
                           fmt::format("{} NICs cannot be shared evenly by {} GPUs per node: expected a divisor of {} "
                                       "(GPUs sharing a NIC), a multiple of it (several NICs per GPU), or a count "

@@ -205,31 +205,25 @@ TEST_CASE("stepsim platform prints the built links and example routes", "[platfo
 TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; a count with no even split is refused",
           "[platform]")
 {
-  // AWS p5: 32 × 100 Gb/s EFA for 8 H100 per node (32 / 8 = 4 per GPU).
-  nlohmann::json j                                  = testing::small_scenario(1, 16, 16);
-  auto& group                                       = j["platform"]["node_groups"][0];
-  group["count"]                                    = 2;
-  group["gpus_per_node"]                            = 8;
-  group["nic"]["count"]                             = 32;
-  group["nic"]["bandwidth"]                         = "100Gbps";
-  const Scenario four_per_gpu                       = scenario_from_json(j);
-  const NodeGroupSpec& spec                         = four_per_gpu.platform.node_groups[0];
-  CHECK(spec.nic.count == 8);
-  CHECK(spec.nic.bandwidth_Bps == Approx(4 * 100e9 / 8));
-
-  // 12 NICs for 8 GPUs: 4 PCIe groups of two GPUs and three NICs, one 300 Gb/s NIC per pair.
-  group["nic"]["count"]  = 12;
-  const Scenario twelve  = scenario_from_json(j);
-  CHECK(twelve.platform.node_groups[0].nic.count == 4);
-  CHECK(twelve.platform.node_groups[0].nic.bandwidth_Bps == Approx(3 * 100e9 / 8));
-
-  // A node of one GPU (a GH200-style node) with two NICs: one group, the two pooled.
-  group["count"]         = 16;
-  group["gpus_per_node"] = 1;
-  group["nic"]["count"]  = 2;
-  const Scenario one_gpu = scenario_from_json(j);
-  CHECK(one_gpu.platform.node_groups[0].nic.count == 1);
-  CHECK(one_gpu.platform.node_groups[0].nic.bandwidth_Bps == Approx(2 * 100e9 / 8));
+  nlohmann::json j          = testing::small_scenario(1, 16, 16);
+  auto& group               = j["platform"]["node_groups"][0];
+  group["nic"]["bandwidth"] = "100Gbps";
+  struct Layout {
+    const char* what;
+    int nodes, gpus_per_node, nics; // as given
+    int built_nics, ports;          // as built: NICs per node, 100 Gb/s ports pooled in each
+  };
+  for (const Layout& l : {Layout{"AWS p5: 32 x 100 Gb/s EFA for 8 H100, 4 per GPU", 2, 8, 32, 8, 4},
+                          Layout{"12 NICs for 8 GPUs: 4 PCIe groups of two GPUs and three NICs", 2, 8, 12, 4, 3},
+                          Layout{"a node of one GPU (GH200-style) with two NICs: one group", 16, 1, 2, 1, 2}}) {
+    INFO(l.what);
+    group["count"]         = l.nodes;
+    group["gpus_per_node"] = l.gpus_per_node;
+    group["nic"]["count"]  = l.nics;
+    const Scenario s       = scenario_from_json(j);
+    CHECK(s.platform.node_groups[0].nic.count == l.built_nics);
+    CHECK(s.platform.node_groups[0].nic.bandwidth_Bps == Approx(l.ports * 100e9 / 8));
+  }
   group["count"]         = 2;
   group["gpus_per_node"] = 8;
 

@@ -8,6 +8,7 @@
 #include "sim/simulate.hpp"
 #include "workloads/lower.hpp"
 #include "workloads/models/transformer.hpp"
+#include "workloads/stage_memory.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -272,4 +273,26 @@ TEST_CASE("torchao's float8 tensor parallelism gathers FP8 and reduce-scatters b
   doc["training"]["framework"] = "megatron-core";
   doc["training"].erase("compile");
   check(doc, 2, "Transformer Engine fp8: bf16 gathers");
+}
+
+// torchtitan/components/loss.py: cross_entropy_loss is F.cross_entropy(pred.flatten(0, 1).float(),
+// labels): run eagerly, the logits are cast to fp32, log_softmax keeps its fp32 output, and its
+// fp32 gradient joins it as backward begins (train.py frees the bf16 logits first); compiled with
+// the model, one fused kernel keeps the bf16 logits and writes their bf16 gradient.
+TEST_CASE("torchtitan's loss keeps 12 bytes a logit eagerly and 4 compiled")
+{
+  nlohmann::json doc = llama();
+  auto activations   = [&](bool compiled) {
+    doc["training"]["compile"] = compiled;
+    return stage_memory(scenario_from_json(doc), 0, 1).activations;
+  };
+  const double logits = 2048.0 * 32000; // micro-batch 1: tokens x vocabulary
+  CHECK(activations(false) - activations(true) == Approx(8 * logits));
+  // The loss is on the last stage only: a first stage of two keeps the same either way.
+  doc["parallelism"]["pipeline"] = 2;
+  doc["parallelism"]["data"]     = 4;
+  doc["training"]["compile"]     = false;
+  const double eager_first       = stage_memory(scenario_from_json(doc), 0, 1).activations;
+  doc["training"]["compile"]     = true;
+  CHECK(stage_memory(scenario_from_json(doc), 0, 1).activations == Approx(eager_first));
 }

@@ -349,9 +349,15 @@ public:
       f.activations += s.layers_rebuilt_at_once(stage) * layer_activation_bytes(whole);
     // The logits of the vocabulary shard at the loss: fp32 in Megatron's fused cross entropy (4 bytes
     // each); under autocast the 16-bit logits cast to fp32, log_softmax's fp32 output and, as
-    // backward begins, its fp32 gradient (cross_entropy = log_softmax + nll_loss): 12.
+    // backward begins, its fp32 gradient (cross_entropy = log_softmax + nll_loss): 12. torchtitan's
+    // eager loss is the same chain (components/loss.py, cross_entropy_loss:
+    // F.cross_entropy(pred.flatten(0, 1).float(), ...); train.py frees pred before backward), which
+    // training.compile compiles with the model: a fused kernel that keeps the 16-bit logits and
+    // writes their 16-bit gradient, 4.
+    const auto& profile   = FrameworkRegistry::get(s.training.framework, "training.framework");
+    const bool fp32_chain = autocast || (profile.eager_ops && !s.training.compile);
     if (stage == p - 1)
-      f.activations += (autocast ? 12.0 : 4.0) * s.training.micro_batch_size * s.model.seq_length /
+      f.activations += (fp32_chain ? 12.0 : 4.0) * s.training.micro_batch_size * s.model.seq_length /
                        s.parallelism.context * s.model.vocab_size / s.parallelism.tensor;
     double largest = layer_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert);
     if (stage == 0)

@@ -234,3 +234,28 @@ TEST_CASE("plan says what is short when no configuration fits", "[plan][bad_inpu
   CHECK(result.output.find("GiB short") != std::string::npos);
   CHECK(result.output.find("GPUs of this kind would hold it") != std::string::npos);
 }
+
+// A base that names which layers a full recompute rebuilds (recompute_method, recompute_every)
+// keeps that for its full-recompute candidates; the others recompute none or selectively.
+TEST_CASE("plan keeps a partial or grouped full recompute for its full-recompute candidates only", "[plan]")
+{
+  auto recomputes = [](const nlohmann::json& rows) {
+    std::set<std::string> seen;
+    for (const auto& r : rows)
+      seen.insert(r["settings"]["training.recompute"].get<std::string>());
+    return seen;
+  };
+  nlohmann::json doc                         = planning_scenario();
+  doc["training"]["global_batch_size"]       = 16;
+  doc["platform"]["node_groups"][0]["count"] = 1;
+  doc["training"]["recompute"]               = "full";
+  const auto plain = recomputes(plan_rows(doc, "plan-recompute-plain", "--simulate 0 --top 1000"));
+  CHECK(plain == std::set<std::string>{"none", "selective", "full"});
+  doc["training"]["recompute_method"]     = "uniform";
+  doc["training"]["recompute_num_layers"] = 2;
+  CHECK(recomputes(plan_rows(doc, "plan-recompute-uniform", "--simulate 0 --top 1000")) == plain);
+  doc["training"].erase("recompute_method");
+  doc["training"].erase("recompute_num_layers");
+  doc["training"]["recompute_every"] = 2;
+  CHECK(recomputes(plan_rows(doc, "plan-recompute-every", "--simulate 0 --top 1000")) == plain);
+}

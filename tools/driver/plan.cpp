@@ -211,6 +211,16 @@ nlohmann::json with_settings(const nlohmann::json& base, const nlohmann::json& s
   nlohmann::json doc = base;
   for (const auto& [path, value] : settings.items())
     set_by_path(doc, path + "=" + value.dump());
+  // A tensor-parallel overlap the base asks for applies to the layouts that have tensor ranks.
+  if (settings.value("parallelism.tensor", 1) == 1 && doc.contains("parallelism") && doc["parallelism"].is_object() &&
+      doc["parallelism"].contains("tensor_comm_overlap"))
+    doc["parallelism"]["tensor_comm_overlap"] = false;
+  // Which layers a full recompute rebuilds, and how many at once, applies to the candidates that
+  // recompute in full; the others recompute none or by their profile's selection.
+  if (settings.contains("training.recompute") && settings["training.recompute"] != "full" &&
+      doc.contains("training") && doc["training"].is_object())
+    for (const char* key : {"recompute_every", "recompute_method", "recompute_num_layers"})
+      doc["training"].erase(key);
   return doc;
 }
 
@@ -365,10 +375,6 @@ PlanResult plan(const nlohmann::json& base_doc, const std::string& base_dir, con
     try {
       nlohmann::json doc = with_settings(base, setting);
       set_by_path(doc, "simulation.allow_oom=true"); // the memory check is the planner's, with headroom
-      // A tensor-parallel overlap the base asks for applies to the layouts that have tensor ranks.
-      if (setting.value("parallelism.tensor", 1) == 1 && doc.contains("parallelism") &&
-          doc["parallelism"].is_object() && doc["parallelism"].contains("tensor_comm_overlap"))
-        doc["parallelism"]["tensor_comm_overlap"] = false;
       Scenario s       = scenario_from_json(doc, base_dir);
       const JobPlan job      = plan_job(s);
       const double need      = job.analytic.memory_peak_bytes + options.headroom_bytes;

@@ -59,7 +59,9 @@ struct PlanOptions {
 // `base` is a scenario document; `base_dir` resolves paths inside it.
 PlanResult plan(const nlohmann::json& base, const std::string& base_dir, const PlanOptions& options);
 
-// The base scenario with a candidate's settings applied: what `plan --write-best` writes.
+// The base scenario with a candidate's settings applied: what `plan --write-best` writes. Fields
+// of the base that the candidate's layout does not take are dropped: a tensor-parallel overlap
+// where tensor is 1, the layers a full recompute rebuilds where it recomputes none or selectively.
 nlohmann::json with_settings(const nlohmann::json& base, const nlohmann::json& settings);
 
 // Closed-form step time of a valid scenario: compute per micro-batch on each stage's device from

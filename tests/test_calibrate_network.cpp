@@ -228,6 +228,17 @@ TEST_CASE("calibrate network: a malformed log is refused with its line number", 
   const auto no_machine = testing::run_stepsim("calibrate network " + kLogs + "ndv4_a100_4gpu_all_reduce.log");
   CHECK(no_machine.exit_code == 2);
   CHECK(no_machine.output.find("--preset") != std::string::npos);
+  // A machine that differs from its preset names the fields it sets; a field of no machine is refused.
+  const auto fewer = testing::run_stepsim("calibrate network " + kLogs +
+                                          "ndv4_a100_4gpu_all_reduce.log --preset dgx-a100 --set "
+                                          "platform.node_groups.0.nic.count=4");
+  CHECK(fewer.exit_code == 0);
+  CHECK(fewer.output.find("on dgx-a100 with platform.node_groups.0.nic.count=4") != std::string::npos);
+  const auto model = testing::run_stepsim("calibrate network " + kLogs +
+                                          "ndv4_a100_4gpu_all_reduce.log --preset dgx-a100 --set model.num_layers=2");
+  CHECK(model.exit_code == 2);
+  CHECK(model.output.find("--set model.num_layers=2: with --preset or --platform, expected a platform.* or "
+                          "simulation.* field") != std::string::npos);
 }
 
 TEST_CASE("calibrate network: the fit brings a multi-node log within 5 % (>= 64 MiB) and 10 % (8 KiB-1 MiB)",

@@ -87,6 +87,15 @@ nlohmann::json plan_rows(const nlohmann::json& doc, const std::string& name, con
   return read_json(out);
 }
 
+// The values one setting takes over the printed configurations.
+std::set<std::string> settings_seen(const nlohmann::json& rows, const std::string& setting)
+{
+  std::set<std::string> seen;
+  for (const auto& r : rows)
+    seen.insert(r["settings"][setting].get<std::string>());
+  return seen;
+}
+
 double best_tokens(const nlohmann::json& rows)
 {
   double best = 0;
@@ -125,12 +134,7 @@ TEST_CASE("plan on a platform of two GPU types ranks plans, the top within 3% of
 
 TEST_CASE("plan takes its schedules from the registry; the asynchronous ones only when asked for", "[plan][schedules]")
 {
-  auto schedules = [](const nlohmann::json& rows) {
-    std::set<std::string> seen;
-    for (const auto& r : rows)
-      seen.insert(r["settings"]["parallelism.schedule"].get<std::string>());
-    return seen;
-  };
+  auto schedules = [](const nlohmann::json& rows) { return settings_seen(rows, "parallelism.schedule"); };
   nlohmann::json doc                         = planning_scenario(); // one node of 8, few candidates
   doc["training"]["global_batch_size"]       = 16;
   doc["platform"]["node_groups"][0]["count"] = 1;
@@ -239,12 +243,7 @@ TEST_CASE("plan says what is short when no configuration fits", "[plan][bad_inpu
 // keeps that for its full-recompute candidates; the others recompute none or selectively.
 TEST_CASE("plan keeps a partial or grouped full recompute for its full-recompute candidates only", "[plan]")
 {
-  auto recomputes = [](const nlohmann::json& rows) {
-    std::set<std::string> seen;
-    for (const auto& r : rows)
-      seen.insert(r["settings"]["training.recompute"].get<std::string>());
-    return seen;
-  };
+  auto recomputes = [](const nlohmann::json& rows) { return settings_seen(rows, "training.recompute"); };
   nlohmann::json doc                         = planning_scenario();
   doc["training"]["global_batch_size"]       = 16;
   doc["platform"]["node_groups"][0]["count"] = 1;

@@ -147,6 +147,47 @@ TEST_CASE("stepsim collective: nvls forced on an H100 NVSwitch node runs what au
   CHECK(a100.output.find("--algorithm: the nvls algorithm needs every member on one node") != std::string::npos);
 }
 
+TEST_CASE("stepsim collective: a ring of 72 lanes across NVL72 racks shares each GPU's NVLink among its lanes")
+{
+  // Two GB200 NVL72 racks: 144 GPUs, one ring per GPU of a rack (72 lanes), each leaving the rack
+  // through another GPU's 400 Gb/s NIC. Every GPU sends 71 of its lanes over its own NVLink, so
+  // the ring cannot pass the NVLink's rate; the lone member that stands for the group once timed
+  // each lane on its NIC alone and reached 2,630 GB/s, 3.9 times the closed form.
+  const std::string sizes = " --preset gb200-nvl72 --nodes 2 --algorithm ring --protocol Simple --sizes 8GiB";
+  const auto flow         = testing::run_stepsim("collective" + sizes);
+  const auto closed_form  = testing::run_stepsim("collective" + sizes + " --network analytic");
+  INFO(flow.output << closed_form.output);
+  REQUIRE(flow.exit_code == 0);
+  REQUIRE(closed_form.exit_code == 0);
+  const auto f = rows_of(flow.output), a = rows_of(closed_form.output);
+  REQUIRE(f.size() == 1);
+  REQUIRE(a.size() == 1);
+  CHECK(f[0].busbw < 900.0 * load_link_efficiency().nvswitch);
+  CHECK(f[0].busbw == Approx(a[0].busbw).epsilon(0.03));
+  // NVLS within the rack and NVLS-tree across racks run on the GB200's own switch figure.
+  const auto rack = rows_of(testing::run_stepsim("collective --preset gb200-nvl72 --gpus 8 --sizes 8GiB").output);
+  REQUIRE(rack.size() == 1);
+  CHECK(rack[0].picked == "nvls/Simple");
+  CHECK(rack[0].busbw > 700.0);
+}
+
+TEST_CASE("stepsim collective: GPUs that share a NIC share it in the closed form as in the flows")
+{
+  // AWS p4d: 4 EFA NICs for 8 GPUs; GCP A3: 4 for 8; a PCIe cloud box: one for 8. A ring across
+  // two nodes sends one lane through each GPU, two (eight) of them through one NIC. The closed
+  // form (simulation.network_fidelity analytic, and what `auto` weighs) counted each GPU's flows
+  // alone on its NIC and gave twice (eight times) the NICs' bandwidth.
+  for (const char* preset : {"aws-p4d", "gcp-a3", "pcie-cloud-box"}) {
+    INFO(preset);
+    const std::string args = std::string(" --preset ") + preset + " --nodes 2 --algorithm ring --protocol Simple --sizes 1GiB";
+    const auto flow        = rows_of(testing::run_stepsim("collective" + args).output);
+    const auto closed_form = rows_of(testing::run_stepsim("collective" + args + " --network analytic").output);
+    REQUIRE(flow.size() == 1);
+    REQUIRE(closed_form.size() == 1);
+    CHECK(closed_form[0].busbw == Approx(flow[0].busbw).epsilon(0.03));
+  }
+}
+
 TEST_CASE("stepsim collective: bad options exit 2 naming the option")
 {
   auto [args, message] = GENERATE(table<std::string, std::string>({

@@ -222,9 +222,14 @@ BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& 
       continue;
     const double one_nic = g.nic.bandwidth_Bps / std::max(1, g.nic.ports);
     const double ratio   = *host_link_Bps[static_cast<size_t>(port.group_index)] * link_efficiency().pcie / one_nic;
+    // Each NIC is shared by gpus_per_node / count GPUs in a row (lay_out_nics has made the count
+    // divide the GPUs).
+    const int sharing = std::max(1, g.gpus_per_node / g.nic.count);
     for (int local = 0; local < g.gpus_per_node; ++local)
-      if (auto* gpu = out.gpus[static_cast<size_t>(port.first_gpu + local)]; gpu != nullptr)
+      if (auto* gpu = out.gpus[static_cast<size_t>(port.first_gpu + local)]; gpu != nullptr) {
         gpu->set_property(kNicFeedRatioProperty, fmt::format("{:.17g}", ratio));
+        gpu->set_property(kNicProperty, std::to_string(port.first_gpu + local / sharing * sharing));
+      }
   }
   sg4::Engine::get_instance()->get_netzone_root()->seal();
   return out;

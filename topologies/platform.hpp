@@ -34,6 +34,9 @@ namespace stepsim {
 // A GPU host's property on a platform of several nodes: its PCIe link to a NIC over that NIC's
 // bandwidth (GroupShape::nic_feed_ratio).
 inline constexpr const char* kNicFeedRatioProperty = "nic_feed_ratio";
+// A GPU host's property on a platform of several nodes: the NIC its flows across nodes take, as
+// the index of the first GPU that shares it (GroupShape::nic_of_member).
+inline constexpr const char* kNicProperty = "nic";
 // A GPU host's property: the vendor of its node's CPUs (host.cpu_vendor; GroupShape::amd_hosts).
 inline constexpr const char* kCpuVendorProperty = "cpu_vendor";
 

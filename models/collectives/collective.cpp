@@ -289,6 +289,30 @@ double bytes_received_per_member(const CollectiveAlgorithm& a, CollectiveOp op, 
 
 namespace {
 
+// Members that share a NIC (GroupShape::nic_of_member) share its flows across nodes: each one's
+// count of flows it starts (receives) across nodes, `counts[m][1]` ([m][3]), becomes its NIC's.
+template <typename Counts>
+void share_nics(const GroupShape& g, std::vector<Counts>& counts, size_t per_member = 1)
+{
+  if (g.nic_of_member.size() != static_cast<size_t>(g.n))
+    return;
+  using Count = typename Counts::value_type;
+  const Count most = std::numeric_limits<Count>::max();
+  for (size_t slot = 0; slot < per_member; ++slot) {
+    std::unordered_map<int, std::array<long long, 2>> on_nic;
+    for (size_t m = 0; m < static_cast<size_t>(g.n); ++m) {
+      auto& nic = on_nic[g.nic_of_member[m]];
+      nic[0] += counts[m * per_member + slot][1];
+      nic[1] += counts[m * per_member + slot][3];
+    }
+    for (size_t m = 0; m < static_cast<size_t>(g.n); ++m) {
+      const auto& nic                     = on_nic[g.nic_of_member[m]];
+      counts[m * per_member + slot][1] = static_cast<Count>(std::min<long long>(nic[0], most));
+      counts[m * per_member + slot][3] = static_cast<Count>(std::min<long long>(nic[1], most));
+    }
+  }
+}
+
 // uncontended_seconds of an algorithm whose members each send to one peer and receive from one,
 // the same bytes at every step (CollectiveAlgorithm::uniform_steps): member m's step costs the
 // same c(m) every time, shared as the general walk below shares it (the flows of one kind that
@@ -319,6 +343,7 @@ double uniform_steps_seconds(const CollectiveAlgorithm& a, CollectiveOp op, cons
       if (per_peer)
         ++to_peer[static_cast<long long>(m) * n + s.send_to[0]];
     }
+  share_nics(g, share);
   double end = 0;
   for (int lane = 0; lane < lanes; ++lane) {
     double slowest = 0;
@@ -433,6 +458,7 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
         for (int m : members)
           share[slot(m, k)] = node;
       }
+  share_nics(g, share, static_cast<size_t>(K));
   double end = 0;
   // One lane's steps, each member's each step asked of the algorithm once (the walk below reads
   // each two or three times; a tree over 1,024 GPUs has 16 lanes of 130 steps).

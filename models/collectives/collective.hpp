@@ -68,6 +68,11 @@ struct GroupShape {
   // Every member's node has AMD CPUs (host.cpu_vendor): NCCL's tuner then caps LL's bandwidth
   // across nodes lower (protocol.cpp, ll_max_bus_bandwidth).
   bool amd_hosts = false;
+  // The NIC each member's flows across nodes leave and enter by (any integers; members of a node
+  // that share one NIC share an id), as built on the platform: the closed forms share a NIC's
+  // bandwidth among the flows of all its members (AWS p4d: two GPUs a NIC). Empty: each member
+  // its own.
+  std::vector<int> nic_of_member;
   PathCost intra, inter;         // a path inside a node and one between nodes (0 when none)
   // One node whose GPUs are joined by direct links of different reach (DGX-1's NVLink cube mesh):
   // the rings over all members that NCCL's search finds on those links (find_rings), each a

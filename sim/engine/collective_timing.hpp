@@ -75,6 +75,12 @@ public:
   }
   // The links of the route between two ranks' GPUs.
   const std::vector<const simgrid::s4u::Link*>& links(int src_rank, int dst_rank) { return path(src_rank, dst_rank).links; }
+  // The first link of that route (the one leaving the source GPU), or none.
+  const simgrid::s4u::Link* first_link(int src_rank, int dst_rank)
+  {
+    const auto& l = links(src_rank, dst_rank);
+    return l.empty() ? nullptr : l.front();
+  }
   // The workload's distinct collectives (distinct_collectives), found once here.
   const std::vector<CollectiveKind>& kinds() const { return kinds_; }
   // The group as collective algorithms see it, with the latency and bandwidth of its paths.

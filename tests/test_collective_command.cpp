@@ -188,6 +188,23 @@ TEST_CASE("stepsim collective: GPUs that share a NIC share it in the closed form
   }
 }
 
+TEST_CASE("stepsim collective: a tree over more than 256 GPUs on shared uplinks says it runs flow by flow")
+{
+  // 33 DGX H100 nodes (264 GPUs): on an oversubscribed fabric `auto`'s tree runs flow by flow
+  // (minutes a size at 1,024 GPUs and 64 MiB), said before the first row; not on a non-blocking
+  // one (its closed form) nor for a ring (its first member stands for all).
+  const std::string base = "collective --preset dgx-h100-superpod --nodes 33 --sizes 8B";
+  const auto thinned     = testing::run_stepsim(base + " --set platform.network.oversubscription=2");
+  INFO(thinned.output);
+  REQUIRE(thinned.exit_code == 0);
+  const auto said = thinned.output.find("# 264 GPUs on a fabric with shared uplinks");
+  CHECK(said != std::string::npos);
+  CHECK(said < thinned.output.find("size (B)"));
+  CHECK(testing::run_stepsim(base).output.find("shared uplinks") == std::string::npos);
+  CHECK(testing::run_stepsim(base + " --set platform.network.oversubscription=2 --algorithm ring")
+            .output.find("shared uplinks") == std::string::npos);
+}
+
 TEST_CASE("stepsim collective: bad options exit 2 naming the option")
 {
   auto [args, message] = GENERATE(table<std::string, std::string>({

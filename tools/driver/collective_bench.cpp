@@ -113,6 +113,13 @@ double nccl_tests_iteration_seconds(double collective_s, int gpus_per_thread, co
   return std::max(collective_s, gpus_per_thread * links.group_launch_per_gpu_s);
 }
 
+bool non_blocking_fabric(const PlatformSpec& platform)
+{
+  const auto& net = platform.network;
+  return (net.topology == "fat_tree" || net.topology == "rail_optimized") && net.oversubscription <= 1 &&
+         net.core_oversubscription <= 1;
+}
+
 void time_collectives(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
                       const std::vector<double>& sizes, const std::string& algorithm, bool analytic_network,
                       const std::string& protocol, const std::function<void(size_t, const CollectiveTime&)>& row,
@@ -122,9 +129,7 @@ void time_collectives(const PlatformSpec& platform, const std::vector<int>& memb
     return;
   const CollectiveAlgorithm chosen =
       with_protocol_choice(collective_choice(algorithm, {}, "--algorithm"), protocol, "--protocol");
-  const auto& net         = platform.network;
-  const bool non_blocking = (net.topology == "fat_tree" || net.topology == "rail_optimized") &&
-                            net.oversubscription <= 1 && net.core_oversubscription <= 1;
+  const bool non_blocking = non_blocking_fabric(platform);
   size_t next = 0;
   run_in_child_lines(
       [&](const std::function<void(const std::string&)>& emit) {

@@ -59,6 +59,9 @@ double nccl_tests_iteration_seconds(double collective_s, int gpus_per_thread, co
 // members' own links, which the closed form shares as the flows do (uncontended_seconds): within
 // 3 % of the flows on 512 GPUs of NVLS-tree, 3-11 % on 128 GPUs of tree.
 inline constexpr size_t kFlowMembers = 256;
+// A fabric whose only shared links are the members' own (a fat tree or rail-optimized fabric
+// without oversubscription), where the closed form above stands for the flows.
+bool non_blocking_fabric(const PlatformSpec& platform);
 struct CollectiveTime {
   double seconds = 0;
   std::string algorithm;

@@ -175,6 +175,13 @@ int run(const CollectiveOptions& o)
       fmt::print("# {} GPUs per host thread (nccl-tests -g {}): an iteration takes at least {} launches of {:.2f} us\n",
                  o.gpus_per_thread, o.gpus_per_thread, o.gpus_per_thread, link_efficiency().group_launch_per_gpu_s * 1e6);
     fmt::print("# busbw = algbw x {:.4f} ({})\n", factor, *op == CollectiveOp::AllReduce ? "2(n-1)/n" : "(n-1)/n");
+    // Said before the first row, which may take minutes (a closed form that shares thinned
+    // uplinks is not built yet).
+    if (network == "flow" && algorithm != "ring" && members.size() > kFlowMembers && !non_blocking_fabric(s.platform))
+      fmt::print("# {} GPUs on a fabric with shared uplinks: a tree (auto's pick across many nodes) runs flow by flow "
+                 "here, up to minutes a size; --network analytic times it in seconds by its closed form, which does not "
+                 "share the uplinks\n",
+                 members.size());
     fmt::print("{:>14} {:>14} {:>14} {:>13} {:>13}  {}\n", "size (B)", "count (fp32)", "time (us)", "algbw (GB/s)",
                "busbw (GB/s)", "algorithm/protocol");
   }

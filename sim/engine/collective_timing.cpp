@@ -197,6 +197,12 @@ const GroupShape& CollectiveTiming::shape(int group)
       }
       nics.push_back(std::atoi(nic));
     }
+    // Only where two members share one does it change a closed form (and it costs a pass over
+    // the members per step of a tree's walk: 16,384 of them on 130 steps).
+    std::vector<int> sorted = nics;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end())
+      nics.clear();
     it->second.nic_of_member = std::move(nics);
     // NCCL's tuner takes the CPU of the rank's own node; the members' nodes are alike where it
     // matters (all AMD), else the first row of its table applies.

@@ -188,21 +188,23 @@ TEST_CASE("stepsim collective: GPUs that share a NIC share it in the closed form
   }
 }
 
-TEST_CASE("stepsim collective: a tree over more than 256 GPUs on shared uplinks says it runs flow by flow")
+TEST_CASE("stepsim collective: a tree over more than 256 GPUs on a fabric without its closed form says it runs flow by flow")
 {
-  // 33 DGX H100 nodes (264 GPUs): on an oversubscribed fabric `auto`'s tree runs flow by flow
-  // (minutes a size at 1,024 GPUs and 64 MiB), said before the first row; not on a non-blocking
-  // one (its closed form) nor for a ring (its first member stands for all).
-  const std::string base = "collective --preset dgx-h100-superpod --nodes 33 --sizes 8B";
-  const auto thinned     = testing::run_stepsim(base + " --set platform.network.oversubscription=2");
-  INFO(thinned.output);
-  REQUIRE(thinned.exit_code == 0);
-  const auto said = thinned.output.find("# 264 GPUs on a fabric with shared uplinks");
+  // 33 DGX H100 nodes (264 GPUs): on a torus `auto`'s tree runs flow by flow (minutes a size at
+  // 1,024 GPUs and 64 MiB), said before the first row; not on a fat tree, oversubscribed or not
+  // (its closed form shares the thinned uplinks), nor for a ring (its first member stands for all).
+  const std::string base  = "collective --preset dgx-h100 --nodes 33 --sizes 8B";
+  const std::string torus = " --set platform.network.topology=torus --set 'platform.network.torus={\"dimensions\":[3,11]}'";
+  const auto slow         = testing::run_stepsim(base + torus);
+  INFO(slow.output);
+  REQUIRE(slow.exit_code == 0);
+  const auto said = slow.output.find("# 264 GPUs on a torus fabric: a tree");
   CHECK(said != std::string::npos);
-  CHECK(said < thinned.output.find("size (B)"));
-  CHECK(testing::run_stepsim(base).output.find("shared uplinks") == std::string::npos);
-  CHECK(testing::run_stepsim(base + " --set platform.network.oversubscription=2 --algorithm ring")
-            .output.find("shared uplinks") == std::string::npos);
+  CHECK(said < slow.output.find("size (B)"));
+  CHECK(testing::run_stepsim(base).output.find("runs flow by flow") == std::string::npos);
+  CHECK(testing::run_stepsim(base + " --set platform.network.oversubscription=2").output.find("runs flow by flow") ==
+        std::string::npos);
+  CHECK(testing::run_stepsim(base + torus + " --algorithm ring").output.find("runs flow by flow") == std::string::npos);
 }
 
 TEST_CASE("stepsim collective: bad options exit 2 naming the option")

@@ -10,6 +10,7 @@
 #include <xbt/log.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <optional>
 
@@ -182,7 +183,8 @@ BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& 
   // build_node appends its GPUs, so nodes are built in order; GPUs a fabric places itself wait
   // in `placed` until the end.
   std::vector<sg4::Host*> placed(static_cast<size_t>(total_gpus), nullptr);
-  FabricBuild fabric{spec, ports, nullptr, nullptr, nullptr};
+  FabricBuild fabric{spec, ports, nullptr, nullptr, nullptr, {}};
+  fabric.uplinks.resize(static_cast<size_t>(total_gpus));
   fabric.node = [&](int node, sg4::NetZone* star) {
     const auto& port = ports.at(static_cast<size_t>(node));
     if (out.gpus.size() > static_cast<size_t>(port.first_gpu))
@@ -216,8 +218,11 @@ BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& 
   for (const auto& port : ports) {
     const auto& g = *port.group;
     for (int local = 0; local < g.gpus_per_node; ++local)
-      if (auto* gpu = out.gpus[static_cast<size_t>(port.first_gpu + local)]; gpu != nullptr)
+      if (auto* gpu = out.gpus[static_cast<size_t>(port.first_gpu + local)]; gpu != nullptr) {
         gpu->set_property(kCpuVendorProperty, g.host.cpu_vendor);
+        if (const auto& up = fabric.uplinks[static_cast<size_t>(port.first_gpu + local)]; !up.empty())
+          gpu->set_property(kUplinksProperty, fmt::format("{}", fmt::join(up, ",")));
+      }
     if (g.nic.count <= 0 || !(g.nic.bandwidth_Bps > 0))
       continue;
     const double one_nic = g.nic.bandwidth_Bps / std::max(1, g.nic.ports);

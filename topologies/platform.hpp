@@ -39,6 +39,9 @@ inline constexpr const char* kNicFeedRatioProperty = "nic_feed_ratio";
 inline constexpr const char* kNicProperty = "nic";
 // A GPU host's property: the vendor of its node's CPUs (host.cpu_vendor; GroupShape::amd_hosts).
 inline constexpr const char* kCpuVendorProperty = "cpu_vendor";
+// A GPU host's property on a fabric with oversubscribed uplinks: the names of the thinned uplinks
+// above its NIC, bottom to top, comma-separated (FabricBuild::uplinks; GroupShape::uplinks_of_member).
+inline constexpr const char* kUplinksProperty = "uplinks";
 
 struct BuiltPlatform {
   std::vector<simgrid::s4u::Host*> gpus; // GPU g of the job runs rank g; null where not built
@@ -69,6 +72,12 @@ struct FabricBuild {
   std::function<void(int node, simgrid::s4u::NetZone* star)> node;
   std::function<bool(int node, int local)> used;
   std::function<simgrid::s4u::Host*(int node, int local, simgrid::s4u::NetZone* zone)> gpu;
+  // Per GPU of the job (sized by the builder): the split-duplex uplinks above its NIC that are
+  // thinner than the NICs below them (an oversubscribed leaf's, a pod's under an oversubscribed
+  // core), as the names they were created with, bottom to top. A fabric fills it where it thins
+  // an uplink; the closed forms share those uplinks among the flows that cross them
+  // (GroupShape::uplinks_of_member). Left empty on a non-blocking fabric.
+  std::vector<std::vector<std::string>> uplinks;
 };
 
 struct FabricBuilder {

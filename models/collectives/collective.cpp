@@ -287,6 +287,40 @@ double bytes_received_per_member(const CollectiveAlgorithm& a, CollectiveOp op, 
   return bytes_moved(a, op, g, bytes, member, false);
 }
 
+UplinkLoad::UplinkLoad(const GroupShape& g, int steps, bool on)
+    : g_(&g), uplinks_(on && g.uplinks_of_member.size() == static_cast<size_t>(g.n) ? g.uplink_Bps.size() : 0)
+{
+  const size_t slots = static_cast<size_t>(std::max(steps, 0)) * uplinks_ * 2;
+  if (slots <= kDense)
+    dense_.assign(slots, 0);
+}
+
+void UplinkLoad::add(int from, int to, int k)
+{
+  crossed(from, to, [&](size_t u, size_t d) {
+    const size_t i = index(k, u, d);
+    if (i < dense_.size())
+      ++dense_[i];
+    else
+      ++sparse_[i];
+  });
+}
+
+double UplinkLoad::seconds_per_byte(int from, int to, int k) const
+{
+  double worst = 0;
+  crossed(from, to, [&](size_t u, size_t d) {
+    const size_t i  = index(k, u, d);
+    long long flows = 0;
+    if (i < dense_.size())
+      flows = dense_[i];
+    else if (auto at = sparse_.find(i); at != sparse_.end())
+      flows = at->second;
+    worst = std::max(worst, static_cast<double>(flows) / g_->uplink_Bps[u]);
+  });
+  return worst;
+}
+
 namespace {
 
 // Members that share a NIC (GroupShape::nic_of_member) share its flows across nodes: each one's
@@ -321,8 +355,9 @@ void share_nics(const GroupShape& g, std::vector<Counts>& counts, size_t per_mem
 // S(pred,k-1) + c(pred)), so the longest path stays on the slowest member: K · max c(m), the
 // walk's result in n + lanes·n steps instead of lanes·n·K (a ring of 16,384 members has 32,766).
 double uniform_steps_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes, int lanes,
-                             int K, const std::function<PathCost(int, int)>& path)
+                             int K, const std::function<PathCost(int, int)>& path, bool shared_uplinks)
 {
+  UplinkLoad uplinks(g, 1, shared_uplinks); // every step alike: the first stands for all
   const int n    = g.n;
   auto across    = [&g](int x, int y) {
     return g.node_of_member[static_cast<size_t>(x)] != g.node_of_member[static_cast<size_t>(y)] ? 1 : 0;
@@ -342,6 +377,7 @@ double uniform_steps_seconds(const CollectiveAlgorithm& a, CollectiveOp op, cons
       ++share[static_cast<size_t>(m)][2 + static_cast<size_t>(across(m, s.recv_from[0]))];
       if (per_peer)
         ++to_peer[static_cast<long long>(m) * n + s.send_to[0]];
+      uplinks.add(m, s.send_to[0], 0);
     }
   share_nics(g, share);
   double end = 0;
@@ -355,7 +391,10 @@ double uniform_steps_seconds(const CollectiveAlgorithm& a, CollectiveOp op, cons
       if (per_peer && kind == 0)
         sharing = std::max(1, to_peer[static_cast<long long>(m) * n + to]);
       const PathCost p = path(m, to);
-      slowest = std::max(slowest, p.latency_s + (p.bandwidth_Bps > 0 ? s.bytes * sharing / p.bandwidth_Bps : 0.0));
+      double wire      = p.bandwidth_Bps > 0 ? s.bytes * sharing / p.bandwidth_Bps : 0.0;
+      if (!uplinks.empty())
+        wire = std::max(wire, s.bytes * uplinks.seconds_per_byte(m, to, 0));
+      slowest = std::max(slowest, p.latency_s + wire);
     }
     // Added step by step, as the walk adds them, so that the sum rounds as it does.
     double lane_end = 0;
@@ -369,7 +408,7 @@ double uniform_steps_seconds(const CollectiveAlgorithm& a, CollectiveOp op, cons
 } // namespace
 
 double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const GroupShape& g, double bytes,
-                           const std::function<PathCost(int, int)>& path, bool paths_by_node)
+                           const std::function<PathCost(int, int)>& path, bool paths_by_node, bool shared_uplinks)
 {
   const auto& a   = concrete_algorithm(a0, op, g, bytes);
   const int n     = g.n;
@@ -378,7 +417,7 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
   if (K == 0)
     return 0;
   if (a.uniform_steps && a.uniform_steps(op, g))
-    return uniform_steps_seconds(a, op, g, bytes, lanes, K, path);
+    return uniform_steps_seconds(a, op, g, bytes, lanes, K, path, shared_uplinks);
   const auto slot = [K](int m, int k) { return static_cast<size_t>(m) * static_cast<size_t>(K) + static_cast<size_t>(k); };
   auto across     = [&g](int x, int y) {
     return g.node_of_member[static_cast<size_t>(x)] != g.node_of_member[static_cast<size_t>(y)] ? 1 : 0;
@@ -426,13 +465,14 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
         }
   };
   count_flows(walked);
+  // Member m's place in its node moved r places on (a rotated lane's member for m's).
+  auto rotated = [&g](int m, int r) {
+    const auto& members = g.node_members[static_cast<size_t>(g.node_of_member[static_cast<size_t>(m)])];
+    return members[static_cast<size_t>((g.local_rank[static_cast<size_t>(m)] + r) % g.per_node)];
+  };
   if (check_paths) {
     std::sort(pairs.begin(), pairs.end());
     pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-    auto rotated = [&g](int m, int r) {
-      const auto& members = g.node_members[static_cast<size_t>(g.node_of_member[static_cast<size_t>(m)])];
-      return members[static_cast<size_t>((g.local_rank[static_cast<size_t>(m)] + r) % g.per_node)];
-    };
     bool alike = true;
     for (size_t i = 0; i < pairs.size() && alike; ++i) {
       const int x = static_cast<int>(pairs[i] / n), y = static_cast<int>(pairs[i] % n);
@@ -459,6 +499,20 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
           share[slot(m, k)] = node;
       }
   share_nics(g, share, static_cast<size_t>(K));
+  // The flows of each step over the fabric's thinned uplinks, every lane's: the rotations of a
+  // walked lane send from other members of the same nodes, behind other uplinks on a rail fabric.
+  UplinkLoad uplinks(g, K, shared_uplinks);
+  const int rotations = walked < lanes ? g.per_node : 1;
+  if (!uplinks.empty())
+    for (int lane = 0; lane < walked; ++lane)
+      for (int m = 0; m < n; ++m)
+        for (int k = 0; k < K; ++k) {
+          const CollectiveStep s = a.step(op, g, bytes, lane, m, k);
+          for (int q = 0; q < s.sends; ++q)
+            for (int r = 0; r < rotations; ++r)
+              uplinks.add(r == 0 ? m : rotated(m, r), r == 0 ? s.send_to[static_cast<size_t>(q)]
+                                                              : rotated(s.send_to[static_cast<size_t>(q)], r), k);
+        }
   double end = 0;
   // One lane's steps, each member's each step asked of the algorithm once (the walk below reads
   // each two or three times; a tree over 1,024 GPUs has 16 lanes of 130 steps).
@@ -583,7 +637,14 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
               sharing = std::max(1, to_peer[peer_key(m, k, to)]);
             const PathCost p = path(m, to);
             const double flows = kind == 0 ? std::max(1.0, sharing * inside_concurrency) : sharing;
-            const double wire  = p.bandwidth_Bps > 0 ? s.bytes * flows / p.bandwidth_Bps : 0.0;
+            double wire        = p.bandwidth_Bps > 0 ? s.bytes * flows / p.bandwidth_Bps : 0.0;
+            if (!uplinks.empty() && kind == 1) { // the walked lane stands for its rotations: the slowest
+              double per_byte = 0;
+              for (int r = 0; r < rotations; ++r)
+                per_byte = std::max(per_byte, uplinks.seconds_per_byte(r == 0 ? m : rotated(m, r),
+                                                                       r == 0 ? to : rotated(to, r), k));
+              wire = std::max(wire, s.bytes * per_byte);
+            }
             double t          = start + p.latency_s + wire;
             if (slots > 1) {
               t = leave + wire + p.latency_s;

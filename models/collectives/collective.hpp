@@ -17,11 +17,13 @@
 #include "sim/core/registry.hpp"
 #include "sim/core/task_graph.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace stepsim {
@@ -73,6 +75,15 @@ struct GroupShape {
   // bandwidth among the flows of all its members (AWS p4d: two GPUs a NIC). Empty: each member
   // its own.
   std::vector<int> nic_of_member;
+  // The fabric's thinned uplinks above the members' NICs (an oversubscribed leaf's, a pod's under
+  // an oversubscribed core: topologies/fabrics/fat_tree.cpp, rail.cpp): each member's, bottom to
+  // top, as indices into uplink_Bps, each uplink's bandwidth in either direction. A flow between
+  // two members climbs the sender's uplinks that the receiver is not under and comes down the
+  // receiver's that the sender is not under; the flows of one step that cross an uplink in one
+  // direction share it (uncontended_seconds with `shared_uplinks`). Empty: none (a non-blocking
+  // fabric, one node).
+  std::vector<std::vector<int>> uplinks_of_member;
+  std::vector<double> uplink_Bps;
   PathCost intra, inter;         // a path inside a node and one between nodes (0 when none)
   // One node whose GPUs are joined by direct links of different reach (DGX-1's NVLink cube mesh):
   // the rings over all members that NCCL's search finds on those links (find_rings), each a
@@ -167,6 +178,49 @@ double bytes_sent_per_member(const CollectiveAlgorithm& a, CollectiveOp op, int 
 double bytes_received_per_member(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes,
                                  int member = 0);
 
+// The flows of each step of a collective that cross each of the fabric's thinned uplinks, up and
+// down (GroupShape::uplinks_of_member), counted flow by flow with add(): a flow gets the share of
+// the most crowded uplink it crosses. The closed forms (uncontended_seconds) and the lone
+// member's hops (sim/engine/collective_timing.hpp) time the flows across those uplinks by it.
+class UplinkLoad {
+public:
+  // Over `steps` steps; counts nothing (and answers 0) unless `on` and `g` has thinned uplinks.
+  // `g` must outlive it.
+  UplinkLoad(const GroupShape& g, int steps, bool on = true);
+  bool empty() const { return uplinks_ == 0; }
+  // One flow from member `from` to member `to` in step k.
+  void add(int from, int to, int k);
+  // Seconds per byte that the uplinks a flow from `from` to `to` crosses in step k give it: the
+  // most crowded one's flows over its bandwidth; 0 where it crosses none.
+  double seconds_per_byte(int from, int to, int k) const;
+
+private:
+  // Dense below 16 M counters (a tree's 130 steps over 2,048 leaves take 0.5 M); an all-to-all's
+  // n - 1 steps over many leaves go to a map.
+  static constexpr size_t kDense = size_t{1} << 24;
+  // Calls f(uplink, direction) for each uplink a flow between two nodes crosses: up the sender's
+  // that the receiver is not under (0), down the receiver's that the sender is not under (1).
+  template <typename F>
+  void crossed(int from, int to, F&& f) const
+  {
+    if (uplinks_ == 0 || g_->node_of_member[static_cast<size_t>(from)] == g_->node_of_member[static_cast<size_t>(to)])
+      return; // inside a node its flows take the node's own links
+    const auto& a = g_->uplinks_of_member[static_cast<size_t>(from)];
+    const auto& b = g_->uplinks_of_member[static_cast<size_t>(to)];
+    for (int u : a)
+      if (std::find(b.begin(), b.end(), u) == b.end())
+        f(static_cast<size_t>(u), size_t{0});
+    for (int u : b)
+      if (std::find(a.begin(), a.end(), u) == a.end())
+        f(static_cast<size_t>(u), size_t{1});
+  }
+  size_t index(int k, size_t u, size_t d) const { return (static_cast<size_t>(k) * uplinks_ + u) * 2 + d; }
+  const GroupShape* g_;
+  size_t uplinks_;
+  std::vector<long long> dense_;
+  std::unordered_map<size_t, long long> sparse_;
+};
+
 // The collective's duration on idle paths: each lane's steps with their dependencies (a longest
 // path), a transfer taking the path latency plus its bytes over the path bandwidth, shared with
 // the flows of the same kind (inside the node, or across nodes) that the member starts (receives)
@@ -175,8 +229,13 @@ double bytes_received_per_member(const CollectiveAlgorithm& a, CollectiveOp op, 
 // are not walked where their pairs' paths cost what the pairs they rotate cost: checked pair by
 // pair, unless `paths_by_node` says that the caller's `path` depends only on whether the two
 // members share a node (g.intra, g.inter).
+// With `shared_uplinks`, a flow that crosses the fabric's thinned uplinks (GroupShape::uplinks_of_member)
+// also shares each of them with the step's other flows that cross it in that direction, every
+// member's and every lane's: what the collective achieves on an oversubscribed fabric. Without it,
+// what NCCL's tuner sees (it does not know the fabric), as `auto` picks.
 double uncontended_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes,
-                           const std::function<PathCost(int member_a, int member_b)>& path, bool paths_by_node = false);
+                           const std::function<PathCost(int member_a, int member_b)>& path, bool paths_by_node = false,
+                           bool shared_uplinks = false);
 
 // The algorithm of simulation.collective_algorithm: `all` for every type, except the types named
 // in `per_op` ("all_reduce" -> "tree"). Throws InputError at `path` for an unknown name or type.

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <set>
+#include <string_view>
 
 namespace stepsim {
 
@@ -204,6 +205,34 @@ const GroupShape& CollectiveTiming::shape(int group)
     if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end())
       nics.clear();
     it->second.nic_of_member = std::move(nics);
+    // The thinned uplinks above each member's NIC (kUplinksProperty, by name), as indices; their
+    // bandwidth that of the uplink's up direction as built (a split-duplex link's two halves are
+    // alike). None on a non-blocking fabric, or where a member is not built.
+    std::vector<std::vector<int>> uplinks;
+    std::vector<double> uplink_Bps;
+    std::map<std::string, int> uplink_index;
+    for (int rank : g.ranks) {
+      const sg4::Host* host = static_cast<size_t>(rank) < hosts_.size() ? hosts_[static_cast<size_t>(rank)] : nullptr;
+      const char* names     = host != nullptr ? host->get_property(kUplinksProperty) : nullptr;
+      uplinks.emplace_back();
+      for (std::string_view rest = names != nullptr ? names : ""; !rest.empty();) {
+        const size_t comma = rest.find(',');
+        const std::string name(rest.substr(0, comma));
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+        auto [at, added] = uplink_index.try_emplace(name, static_cast<int>(uplink_Bps.size()));
+        if (added) {
+          const sg4::Link* link = sg4::Link::by_name_or_null(name + "_UP");
+          if (link == nullptr)
+            throw std::logic_error("the fabric names uplink " + name + ", which it did not build");
+          uplink_Bps.push_back(link_bandwidth(link));
+        }
+        uplinks.back().push_back(at->second);
+      }
+    }
+    if (!uplink_Bps.empty()) {
+      it->second.uplinks_of_member = std::move(uplinks);
+      it->second.uplink_Bps        = std::move(uplink_Bps);
+    }
     // NCCL's tuner takes the CPU of the rank's own node; the members' nodes are alike where it
     // matters (all AMD), else the first row of its table applies.
     bool amd = !g.ranks.empty();
@@ -283,8 +312,8 @@ double CollectiveTiming::seconds(int group, CollectiveOp op, double bytes)
   auto [it, fresh] = seconds_.try_emplace({group, op, bytes}, 0.0);
   if (!fresh)
     return it->second;
-  const double total = uncontended_seconds(algorithm_, op, shape(group), bytes,
-                                           [&](int a, int b) { return member_path(group, a, b); });
+  const double total = uncontended_seconds(
+      algorithm_, op, shape(group), bytes, [&](int a, int b) { return member_path(group, a, b); }, false, true);
   return it->second = total > 0 ? total + launch_latency(group, op, bytes) : 0.0;
 }
 
@@ -334,19 +363,26 @@ CollectiveTiming::ring_lanes(int group, CollectiveOp op, double bytes, int membe
       if (first_link(src, ranks[static_cast<size_t>(found[other].peer)]) ==
           first_link(src, ranks[static_cast<size_t>(found[lane].peer)]))
         own_bytes[lane] += found[other].bytes;
+  // On thinned uplinks a hop across them carries the lane with every lane of every member that
+  // crosses them too (UplinkLoad): the slowest hop is then one across the most crowded uplink,
+  // and the lanes timed on hops across it share it in the replay as the group's flows do.
+  const UplinkLoad* uplinks = uplink_load(group, op, bytes);
   for (size_t lane = 0; lane < found.size(); ++lane) {
     const double lane_bytes = found[lane].bytes;
-    const auto cost         = [&](const Hop& h, double bytes_on_link) {
-      return transfer_seconds(h.src, h.dst, bytes_on_link) + (p.steps - 1) * latency(h.src, h.dst);
+    const auto cost         = [&](const Hop& h, int from, int to, double bytes_on_link) {
+      double wire = transfer_seconds(h.src, h.dst, bytes_on_link);
+      if (uplinks != nullptr)
+        wire = std::max(wire, latency(h.src, h.dst) + lane_bytes * uplinks->seconds_per_byte(from, to, 0));
+      return wire + (p.steps - 1) * latency(h.src, h.dst);
     };
     Hop slowest{src, ranks[static_cast<size_t>(found[lane].peer)]};
-    double worst = cost(slowest, own_bytes[lane]);
+    double worst = cost(slowest, member, found[lane].peer, own_bytes[lane]);
     for (int other = 0; other < static_cast<int>(ranks.size()); ++other) {
       const CollectiveStep step = p.algorithm->step(op, *p.shape, bytes, static_cast<int>(lane), other, 0);
       if (other == member || step.sends != 1)
         continue;
       const Hop hop{ranks[static_cast<size_t>(other)], ranks[static_cast<size_t>(step.send_to[0])]};
-      if (const double c = cost(hop, lane_bytes); c > worst) {
+      if (const double c = cost(hop, other, step.send_to[0], lane_bytes); c > worst) {
         worst   = c;
         slowest = hop;
       }
@@ -355,6 +391,27 @@ CollectiveTiming::ring_lanes(int group, CollectiveOp op, double bytes, int membe
   }
   it->second = std::move(found);
   return it->second;
+}
+
+const UplinkLoad* CollectiveTiming::uplink_load(int group, CollectiveOp op, double bytes)
+{
+  auto [it, fresh] = uplink_loads_.try_emplace({group, op, bytes});
+  if (fresh) {
+    const Plan& p = plan(group, op, bytes);
+    if (p.shape->uplinks_of_member.empty() || p.steps == 0)
+      return nullptr;
+    const int n     = static_cast<int>(w_.groups[static_cast<size_t>(group)].ranks.size());
+    const int steps = p.algorithm->uniform_steps && p.algorithm->uniform_steps(op, *p.shape) ? 1 : p.steps;
+    it->second      = std::make_unique<UplinkLoad>(*p.shape, steps);
+    for (int lane = 0; lane < p.lanes; ++lane)
+      for (int m = 0; m < n; ++m)
+        for (int k = 0; k < steps; ++k) {
+          const CollectiveStep step = p.algorithm->step(op, *p.shape, bytes, lane, m, k);
+          for (int q = 0; q < step.sends; ++q)
+            it->second->add(m, step.send_to[static_cast<size_t>(q)], k);
+        }
+  }
+  return it->second.get();
 }
 
 CollectiveTiming::Hop CollectiveTiming::step_bottleneck(int group, CollectiveOp op, double bytes, int lane, int k, Hop own,
@@ -382,13 +439,21 @@ CollectiveTiming::Hop CollectiveTiming::step_bottleneck(int group, CollectiveOp 
     break;
   }
   double worst = transfer_seconds(own.src, own.dst, std::max(step_bytes, own_bytes));
+  // A send across thinned uplinks shares them with the step's other sends across them, every
+  // member's on every lane (as ring_lanes).
+  const UplinkLoad* uplinks = uplink_load(group, op, bytes);
+  const int uplink_step     = p.algorithm->uniform_steps && p.algorithm->uniform_steps(op, *p.shape) ? 0 : k;
   for (int other = 0; other < static_cast<int>(ranks.size()); ++other) {
     const CollectiveStep step = p.algorithm->step(op, *p.shape, bytes, lane, other, k);
     if (step.bytes <= 0)
       continue;
     for (int q = 0; q < step.sends; ++q) {
-      const Hop hop{ranks[static_cast<size_t>(other)], ranks[static_cast<size_t>(step.send_to[static_cast<size_t>(q)])]};
-      if (const double c = transfer_seconds(hop.src, hop.dst, step.bytes); c > worst) {
+      const int to = step.send_to[static_cast<size_t>(q)];
+      const Hop hop{ranks[static_cast<size_t>(other)], ranks[static_cast<size_t>(to)]};
+      double c = transfer_seconds(hop.src, hop.dst, step.bytes);
+      if (uplinks != nullptr)
+        c = std::max(c, latency(hop.src, hop.dst) + step.bytes * uplinks->seconds_per_byte(other, to, uplink_step));
+      if (c > worst) {
         worst      = c;
         it->second = hop;
       }

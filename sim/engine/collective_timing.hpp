@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -118,6 +119,10 @@ public:
   Hop step_bottleneck(int group, CollectiveOp op, double bytes, int lane, int k, Hop own, double step_bytes);
 
 private:
+  // The flows of a collective's steps over the fabric's thinned uplinks, every member's on every
+  // lane (step 0 alone for a ring, whose steps repeat it), or null where the group crosses none.
+  const UplinkLoad* uplink_load(int group, CollectiveOp op, double bytes);
+  std::map<std::tuple<int, CollectiveOp, double>, std::unique_ptr<UplinkLoad>> uplink_loads_;
   struct Path {
     double latency_s = 0, bandwidth_Bps = 0;
     std::vector<const simgrid::s4u::Link*> links;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <string>
 #include <fstream>
 
 using namespace stepsim;
@@ -129,15 +130,20 @@ int main(int argc, char** argv)
   // times it: the ring with its first member replayed for all and the tuner's protocol choice in
   // closed form; NCCL's own choice, `auto`, which runs the tree across these nodes (timed by its
   // closed form over more than 256 GPUs, tools/driver/collective_bench.hpp). Then `auto` on
-  // 16,384 GPUs (2,048 nodes), issue 17's second figure. The sizes are timed -j at a time, as
-  // `stepsim collective -j` does.
+  // 16,384 GPUs (2,048 nodes), issue 17's second figure; and `auto` on 1,024 GPUs whose rail
+  // uplinks are thinned 2:1 (the closed form shares them, GroupShape::uplinks_of_member). The
+  // sizes are timed -j at a time, as `stepsim collective -j` does.
   if (!skip_tables) {
     struct Table {
       int nodes;
       const char* algorithm;
+      const char* oversubscription;
     };
-    for (const Table t : {Table{128, "ring"}, Table{128, "auto"}, Table{2048, "auto"}}) {
-      const Scenario superpod = platform_scenario("dgx-a100-superpod", "", t.nodes);
+    for (const Table t : {Table{128, "ring", "1"}, Table{128, "auto", "1"}, Table{2048, "auto", "1"},
+                          Table{128, "auto", "2"}}) {
+      const bool thinned      = std::string(t.oversubscription) != "1";
+      const std::string set   = fmt::format("platform.network.oversubscription={}", t.oversubscription);
+      const Scenario superpod = platform_scenario("dgx-a100-superpod", "", t.nodes, {set});
       const auto members      = benchmark_group(superpod.platform, 0);
       std::vector<double> all;
       for (double bytes = 8; bytes <= 8.0 * (1ull << 30); bytes *= 2)
@@ -146,11 +152,13 @@ int main(int argc, char** argv)
       time_collectives(superpod.platform, members, CollectiveOp::AllReduce, all, t.algorithm, false, "auto",
                        sweep_jobs);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      fmt::print("\n{} all-reduce table, {} GPUs: {} sizes (8 B to 8 GiB) in {:.1f} s wall with -j {}\n",
-                 t.algorithm, members.size(), all.size(), wall, sweep_jobs);
+      fmt::print("\n{} all-reduce table, {} GPUs{}: {} sizes (8 B to 8 GiB) in {:.1f} s wall with -j {}\n",
+                 t.algorithm, members.size(), thinned ? fmt::format(", uplinks {}:1", t.oversubscription) : "",
+                 all.size(), wall, sweep_jobs);
       table += fmt::format("\nAll-reduce table with `{}` (`stepsim collective --preset dgx-a100-superpod --nodes {} "
-                           "--algorithm {} -j {}`): {} GPUs, {} sizes from 8 B to 8 GiB in {:.1f} s wall.\n",
-                           t.algorithm, t.nodes, t.algorithm, sweep_jobs, members.size(), all.size(), wall);
+                           "--algorithm {}{} -j {}`): {} GPUs, {} sizes from 8 B to 8 GiB in {:.1f} s wall.\n",
+                           t.algorithm, t.nodes, t.algorithm, thinned ? " --set " + set : "", sweep_jobs,
+                           members.size(), all.size(), wall);
     }
   }
 

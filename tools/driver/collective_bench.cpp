@@ -113,11 +113,10 @@ double nccl_tests_iteration_seconds(double collective_s, int gpus_per_thread, co
   return std::max(collective_s, gpus_per_thread * links.group_launch_per_gpu_s);
 }
 
-bool non_blocking_fabric(const PlatformSpec& platform)
+bool closed_form_fabric(const PlatformSpec& platform)
 {
   const auto& net = platform.network;
-  return (net.topology == "fat_tree" || net.topology == "rail_optimized") && net.oversubscription <= 1 &&
-         net.core_oversubscription <= 1;
+  return net.topology == "fat_tree" || net.topology == "rail_optimized";
 }
 
 void time_collectives(const PlatformSpec& platform, const std::vector<int>& members, CollectiveOp op,
@@ -129,7 +128,7 @@ void time_collectives(const PlatformSpec& platform, const std::vector<int>& memb
     return;
   const CollectiveAlgorithm chosen =
       with_protocol_choice(collective_choice(algorithm, {}, "--algorithm"), protocol, "--protocol");
-  const bool non_blocking = non_blocking_fabric(platform);
+  const bool closed_form_fits = closed_form_fabric(platform);
   size_t next = 0;
   run_in_child_lines(
       [&](const std::function<void(const std::string&)>& emit) {
@@ -165,7 +164,7 @@ void time_collectives(const PlatformSpec& platform, const std::vector<int>& memb
             CollectiveTiming timing(every, built.gpus, chosen, true); // for the group's shape alone
             const CollectiveAlgorithm& runs = concrete_algorithm(chosen, op, timing.shape(0), bytes);
             const bool uniform              = runs.uniform_steps && runs.uniform_steps(op, timing.shape(0));
-            const bool closed_form = !analytic_network && !uniform && non_blocking && members.size() > kFlowMembers;
+            const bool closed_form = !analytic_network && !uniform && closed_form_fits && members.size() > kFlowMembers;
             options.analytic_network = analytic_network || closed_form;
             result["closed_form"]    = closed_form;
             ReplayResult r;

@@ -53,15 +53,18 @@ double nccl_tests_iteration_seconds(double collective_s, int gpus_per_thread, co
 // Returns the duration and the algorithm/protocol that ran ("ring/LL", "tree/Simple").
 //
 // A collective run step by step by every member (a tree, NVLS-tree: not a ring, whose first
-// member stands for all) over more than kFlowMembers GPUs on a non-blocking fat-tree or
-// rail-optimized fabric is timed by its closed form (`closed_form`): flow by flow it takes minutes
-// (every member's every chunk is a flow), and alone on such a fabric its flows share only the
-// members' own links, which the closed form shares as the flows do (uncontended_seconds): within
-// 3 % of the flows on 512 GPUs of NVLS-tree, 3-11 % on 128 GPUs of tree.
+// member stands for all) over more than kFlowMembers GPUs on a fat-tree or rail-optimized fabric
+// is timed by its closed form (`closed_form`): flow by flow it takes minutes (every member's every
+// chunk is a flow; a 1,024-GPU tree on 2:1 uplinks did not end a 64 MB size in 10 minutes). Alone
+// on such a fabric its flows share only the members' own links and the fabric's thinned uplinks,
+// which the closed form shares as the flows do (uncontended_seconds, GroupShape::uplinks_of_member):
+// within 3 % of the flows on 512 GPUs of NVLS-tree, 3-11 % on 128 GPUs of tree on a non-blocking
+// fabric; on oversubscribed uplinks see tests/test_collective_uplinks.cpp.
 inline constexpr size_t kFlowMembers = 256;
-// A fabric whose only shared links are the members' own (a fat tree or rail-optimized fabric
-// without oversubscription), where the closed form above stands for the flows.
-bool non_blocking_fabric(const PlatformSpec& platform);
+// A fabric whose only shared links are the members' own and its leaves' (and pods') uplinks: a
+// fat tree or a rail-optimized fabric, oversubscribed or not, where the closed form above stands
+// for the flows. Not a torus, dragonfly, Wi-Fi or custom fabric.
+bool closed_form_fabric(const PlatformSpec& platform);
 struct CollectiveTime {
   double seconds = 0;
   std::string algorithm;

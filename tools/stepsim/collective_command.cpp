@@ -175,13 +175,12 @@ int run(const CollectiveOptions& o)
       fmt::print("# {} GPUs per host thread (nccl-tests -g {}): an iteration takes at least {} launches of {:.2f} us\n",
                  o.gpus_per_thread, o.gpus_per_thread, o.gpus_per_thread, link_efficiency().group_launch_per_gpu_s * 1e6);
     fmt::print("# busbw = algbw x {:.4f} ({})\n", factor, *op == CollectiveOp::AllReduce ? "2(n-1)/n" : "(n-1)/n");
-    // Said before the first row, which may take minutes (a closed form that shares thinned
-    // uplinks is not built yet).
-    if (network == "flow" && algorithm != "ring" && members.size() > kFlowMembers && !non_blocking_fabric(s.platform))
-      fmt::print("# {} GPUs on a fabric with shared uplinks: a tree (auto's pick across many nodes) runs flow by flow "
-                 "here, up to minutes a size; --network analytic times it in seconds by its closed form, which does not "
-                 "share the uplinks\n",
-                 members.size());
+    // Said before the first row, which may take minutes.
+    if (network == "flow" && algorithm != "ring" && members.size() > kFlowMembers && !closed_form_fabric(s.platform))
+      fmt::print("# {} GPUs on a {} fabric: a tree (auto's pick across many nodes) runs flow by flow here, up to "
+                 "minutes a size; --network analytic times it in seconds by its closed form, which shares only the "
+                 "members' own links\n",
+                 members.size(), s.platform.network.topology);
     fmt::print("{:>14} {:>14} {:>14} {:>13} {:>13}  {}\n", "size (B)", "count (fp32)", "time (us)", "algbw (GB/s)",
                "busbw (GB/s)", "algorithm/protocol");
   }
@@ -206,8 +205,9 @@ int run(const CollectiveOptions& o)
   };
   time_collectives(s.platform, members, *op, sizes, algorithm, network == "analytic", protocol, print_row, o.jobs);
   if (table && closed_forms > 0)
-    fmt::print("# (closed form): a tree over more than {} GPUs on a non-blocking fabric is timed by its closed form "
-               "on the members' own links, not flow by flow (--network analytic does so for every size)\n",
+    fmt::print("# (closed form): a tree over more than {} GPUs on a fat-tree or rail fabric is timed by its closed form "
+               "on the members' own links and the fabric's thinned uplinks, not flow by flow (--network analytic does "
+               "so for every size)\n",
                kFlowMembers);
   if (o.json_out == "-")
     fmt::print("{}\n", doc.dump(2));

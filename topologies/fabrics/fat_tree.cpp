@@ -85,6 +85,18 @@ void build_fat_tree(FabricBuild& build)
   Switch leaf{nullptr, nullptr, 0};
   int leaf_nics = 0;
   std::vector<sg4::NetZone*> parent_of_leaf;
+  // Each node's uplinks thinner than the NICs below them, bottom to top (FabricBuild::uplinks):
+  // its leaf's where oversubscribed; its pod's where the core is (with the core at 1 a pod's
+  // uplink carries what its leaves' uplinks together carry, and never limits more than they do).
+  auto thinned = [&](size_t node, size_t leaf_index) {
+    std::vector<std::string> up;
+    if (spec.network.oversubscription > 1)
+      up.push_back(fmt::format("leaf{}-uplink", leaf_index));
+    if (pods && spec.network.core_oversubscription > 1)
+      up.push_back(fmt::format("pod{}-uplink", all_pods.size()));
+    for (int local = 0; local < nodes[node].group->gpus_per_node; ++local)
+      build.uplinks.at(static_cast<size_t>(nodes[node].first_gpu + local)) = up;
+  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (leaf.zone == nullptr || leaf_nics + nodes[i].nics > std::max(spec.network.leaf_radix, nodes[i].nics)) {
       if (leaf.zone != nullptr)
@@ -99,6 +111,7 @@ void build_fat_tree(FabricBuild& build)
     if (pods)
       pod.Bps += nodes[i].uplink_Bps;
     build.node(static_cast<int>(i), leaf.zone);
+    thinned(i, leaves.size());
   }
   leaves.push_back(leaf);
   if (pods)

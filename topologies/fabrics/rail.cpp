@@ -87,6 +87,10 @@ void build_rail(FabricBuild& build)
     for (int k = 0; k < g.nic.count; ++k) {
       auto& leaf = leaves[{unit, k}];
       leaf.nic_Bps += g.nic.bandwidth_Bps;
+      if (net.oversubscription > 1) // the rail's uplink is thinner than its NICs (FabricBuild::uplinks)
+        for (int local = k * gpus_per_nic; local < (k + 1) * gpus_per_nic; ++local)
+          build.uplinks.at(static_cast<size_t>(port.first_gpu + local)) = {
+              fmt::format("su{}-rail{}-uplink", unit, k)};
       bool needed = false;
       for (int local = k * gpus_per_nic; local < (k + 1) * gpus_per_nic; ++local)
         needed = needed || build.used(n, local);

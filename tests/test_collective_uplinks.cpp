@@ -102,6 +102,8 @@ TEST_CASE("a tree over 1,024 GPUs on thinned uplinks is timed by its closed form
 TEST_CASE("only uplinks thinner than the NICs below them are the closed forms' to share")
 {
   // Leaves at 1:1 and a core at 2:1: the pods' uplinks alone; the other way round, the leaves'.
+  // Two DGX H100 (8 x 400 Gb/s) a leaf, two leaves a pod: a pod's 32 NICs at 2:1 are 800 GB/s,
+  // a leaf's 16 at 2:1 400 GB/s; a rail of 4 nodes at 2:1, 100 GB/s.
   auto uplinks = [](const std::vector<std::string>& sets) {
     const Scenario s = platform_scenario("dgx-h100", "", 8, sets);
     return testing::in_child([&] {
@@ -117,9 +119,9 @@ TEST_CASE("only uplinks thinner than the NICs below them are the closed forms' t
     sets.push_back(more);
     return sets;
   };
-  CHECK(uplinks(with(three_levels, "platform.network.core_oversubscription=2")) == "pod0-uplink");
-  CHECK(uplinks(with(three_levels, "platform.network.oversubscription=2")) == "leaf0-uplink");
+  CHECK(uplinks(with(three_levels, "platform.network.core_oversubscription=2")) == "pod0-uplink_UP=800000000000");
+  CHECK(uplinks(with(three_levels, "platform.network.oversubscription=2")) == "leaf0-uplink_UP=400000000000");
   CHECK(uplinks(three_levels) == "");
   CHECK(uplinks({"platform.network.topology=rail_optimized", "platform.network.leaf_radix=4",
-                 "platform.network.oversubscription=2"}) == "su0-rail0-uplink");
+                 "platform.network.oversubscription=2"}) == "su0-rail0-uplink_UP=100000000000");
 }

@@ -221,7 +221,12 @@ BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& 
       if (auto* gpu = out.gpus[static_cast<size_t>(port.first_gpu + local)]; gpu != nullptr) {
         gpu->set_property(kCpuVendorProperty, g.host.cpu_vendor);
         if (const auto& up = fabric.uplinks[static_cast<size_t>(port.first_gpu + local)]; !up.empty())
-          gpu->set_property(kUplinksProperty, fmt::format("{}", fmt::join(up, ",")));
+        {
+          std::vector<std::string> named;
+          for (const auto* link : up)
+            named.push_back(fmt::format("{}={:.17g}", link->get_name(), link->get_bandwidth()));
+          gpu->set_property(kUplinksProperty, fmt::format("{}", fmt::join(named, ",")));
+        }
       }
     if (g.nic.count <= 0 || !(g.nic.bandwidth_Bps > 0))
       continue;

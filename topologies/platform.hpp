@@ -26,6 +26,7 @@
 namespace simgrid::s4u {
 class Engine;
 class Host;
+class Link;
 class NetZone;
 } // namespace simgrid::s4u
 
@@ -39,8 +40,10 @@ inline constexpr const char* kNicFeedRatioProperty = "nic_feed_ratio";
 inline constexpr const char* kNicProperty = "nic";
 // A GPU host's property: the vendor of its node's CPUs (host.cpu_vendor; GroupShape::amd_hosts).
 inline constexpr const char* kCpuVendorProperty = "cpu_vendor";
-// A GPU host's property on a fabric with oversubscribed uplinks: the names of the thinned uplinks
-// above its NIC, bottom to top, comma-separated (FabricBuild::uplinks; GroupShape::uplinks_of_member).
+// A GPU host's property on a fabric with oversubscribed uplinks: the thinned uplinks above its
+// NIC, bottom to top, each as "name=bandwidth" (the up half's name, bytes per second), comma-
+// separated (FabricBuild::uplinks; GroupShape::uplinks_of_member). Read without a lookup by name,
+// which walks every zone of the platform (824 uplinks of a 16,384-GPU rail fabric took seconds).
 inline constexpr const char* kUplinksProperty = "uplinks";
 
 struct BuiltPlatform {
@@ -72,12 +75,12 @@ struct FabricBuild {
   std::function<void(int node, simgrid::s4u::NetZone* star)> node;
   std::function<bool(int node, int local)> used;
   std::function<simgrid::s4u::Host*(int node, int local, simgrid::s4u::NetZone* zone)> gpu;
-  // Per GPU of the job (sized by the builder): the split-duplex uplinks above its NIC that are
-  // thinner than the NICs below them (an oversubscribed leaf's, a pod's under an oversubscribed
-  // core), as the names they were created with, bottom to top. A fabric fills it where it thins
-  // an uplink; the closed forms share those uplinks among the flows that cross them
+  // Per GPU of the job (sized by the builder): the uplinks above its NIC that are thinner than
+  // the NICs below them (an oversubscribed leaf's, a pod's under an oversubscribed core), bottom
+  // to top, each as the up half of its split-duplex link. A fabric fills it where it thins an
+  // uplink; the closed forms share those uplinks among the flows that cross them
   // (GroupShape::uplinks_of_member). Left empty on a non-blocking fabric.
-  std::vector<std::vector<std::string>> uplinks;
+  std::vector<std::vector<const simgrid::s4u::Link*>> uplinks;
 };
 
 struct FabricBuilder {

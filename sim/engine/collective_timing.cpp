@@ -205,27 +205,24 @@ const GroupShape& CollectiveTiming::shape(int group)
     if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end())
       nics.clear();
     it->second.nic_of_member = std::move(nics);
-    // The thinned uplinks above each member's NIC (kUplinksProperty, by name), as indices; their
-    // bandwidth that of the uplink's up direction as built (a split-duplex link's two halves are
-    // alike). None on a non-blocking fabric, or where a member is not built.
+    // The thinned uplinks above each member's NIC (kUplinksProperty, "name=bandwidth"), as
+    // indices, each with its bandwidth as built. None on a non-blocking fabric.
     std::vector<std::vector<int>> uplinks;
     std::vector<double> uplink_Bps;
-    std::map<std::string, int> uplink_index;
+    std::unordered_map<std::string, int> uplink_index;
     for (int rank : g.ranks) {
       const sg4::Host* host = static_cast<size_t>(rank) < hosts_.size() ? hosts_[static_cast<size_t>(rank)] : nullptr;
-      const char* names     = host != nullptr ? host->get_property(kUplinksProperty) : nullptr;
+      const char* listed    = host != nullptr ? host->get_property(kUplinksProperty) : nullptr;
       uplinks.emplace_back();
-      for (std::string_view rest = names != nullptr ? names : ""; !rest.empty();) {
-        const size_t comma = rest.find(',');
-        const std::string name(rest.substr(0, comma));
-        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-        auto [at, added] = uplink_index.try_emplace(name, static_cast<int>(uplink_Bps.size()));
-        if (added) {
-          const sg4::Link* link = sg4::Link::by_name_or_null(name + "_UP");
-          if (link == nullptr)
-            throw std::logic_error("the fabric names uplink " + name + ", which it did not build");
-          uplink_Bps.push_back(link_bandwidth(link));
-        }
+      for (std::string_view rest = listed != nullptr ? listed : ""; !rest.empty();) {
+        const std::string_view item = rest.substr(0, rest.find(','));
+        rest                        = item.size() < rest.size() ? rest.substr(item.size() + 1) : std::string_view{};
+        const size_t equals         = item.rfind('=');
+        if (equals == std::string_view::npos)
+          throw std::logic_error("a GPU's uplinks property reads \"" + std::string(listed) + "\"");
+        auto [at, added] = uplink_index.try_emplace(std::string(item.substr(0, equals)), static_cast<int>(uplink_Bps.size()));
+        if (added)
+          uplink_Bps.push_back(std::strtod(std::string(item.substr(equals + 1)).c_str(), nullptr));
         uplinks.back().push_back(at->second);
       }
     }

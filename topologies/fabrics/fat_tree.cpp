@@ -43,13 +43,14 @@ struct Switch {
 };
 
 // Joins a switch to the star above it by one aggregated uplink "{name}-uplink" of its NICs'
-// bandwidth thinned by `oversubscription`.
-void add_uplink(sg4::NetZone* above, const Switch& below, const std::string& name, double oversubscription)
+// bandwidth thinned by `oversubscription`; returns its up half.
+const sg4::Link* add_uplink(sg4::NetZone* above, const Switch& below, const std::string& name, double oversubscription)
 {
   auto* up = above->create_split_duplex_link(name + "-uplink", below.Bps / oversubscription);
   up->set_latency(0)->seal();
   above->add_route(below.zone->get_netpoint(), nullptr, below.gateway, nullptr, {sg4::LinkInRoute(up, Direction::UP)},
                    true);
+  return up->get_link_up();
 }
 
 // A switch "{name}": a star zone under `parent` with its port (topologies/fabrics/switch_port.hpp).
@@ -85,18 +86,7 @@ void build_fat_tree(FabricBuild& build)
   Switch leaf{nullptr, nullptr, 0};
   int leaf_nics = 0;
   std::vector<sg4::NetZone*> parent_of_leaf;
-  // Each node's uplinks thinner than the NICs below them, bottom to top (FabricBuild::uplinks):
-  // its leaf's where oversubscribed; its pod's where the core is (with the core at 1 a pod's
-  // uplink carries what its leaves' uplinks together carry, and never limits more than they do).
-  auto thinned = [&](size_t node, size_t leaf_index) {
-    std::vector<std::string> up;
-    if (spec.network.oversubscription > 1)
-      up.push_back(fmt::format("leaf{}-uplink", leaf_index));
-    if (pods && spec.network.core_oversubscription > 1)
-      up.push_back(fmt::format("pod{}-uplink", all_pods.size()));
-    for (int local = 0; local < nodes[node].group->gpus_per_node; ++local)
-      build.uplinks.at(static_cast<size_t>(nodes[node].first_gpu + local)) = up;
-  };
+  std::vector<size_t> leaf_of_node, pod_of_node;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (leaf.zone == nullptr || leaf_nics + nodes[i].nics > std::max(spec.network.leaf_radix, nodes[i].nics)) {
       if (leaf.zone != nullptr)
@@ -111,18 +101,33 @@ void build_fat_tree(FabricBuild& build)
     if (pods)
       pod.Bps += nodes[i].uplink_Bps;
     build.node(static_cast<int>(i), leaf.zone);
-    thinned(i, leaves.size());
+    leaf_of_node.push_back(leaves.size());
+    pod_of_node.push_back(all_pods.size());
   }
   leaves.push_back(leaf);
   if (pods)
     all_pods.push_back(pod);
   // A leaf's uplink lives in the star above it (the core, or its pod).
+  std::vector<const sg4::Link*> leaf_uplinks, pod_uplinks;
   for (size_t l = 0; l < leaves.size(); ++l)
-    add_uplink(parent_of_leaf[l], leaves[l], fmt::format("leaf{}", l), spec.network.oversubscription);
+    leaf_uplinks.push_back(
+        add_uplink(parent_of_leaf[l], leaves[l], fmt::format("leaf{}", l), spec.network.oversubscription));
   if (pods) // each pod: its leaves' NICs together, thinned by the core's oversubscription
     for (size_t p = 0; p < all_pods.size(); ++p)
-      add_uplink(core, all_pods[p], fmt::format("pod{}", p),
-                 spec.network.oversubscription * spec.network.core_oversubscription);
+      pod_uplinks.push_back(add_uplink(core, all_pods[p], fmt::format("pod{}", p),
+                                       spec.network.oversubscription * spec.network.core_oversubscription));
+  // Each GPU's uplinks thinner than the NICs below them, bottom to top (FabricBuild::uplinks):
+  // its leaf's where oversubscribed; its pod's where the core is (with the core at 1 a pod's
+  // uplink carries what its leaves' uplinks together carry, and never limits more than they do).
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::vector<const sg4::Link*> up;
+    if (spec.network.oversubscription > 1)
+      up.push_back(leaf_uplinks[leaf_of_node[i]]);
+    if (pods && spec.network.core_oversubscription > 1)
+      up.push_back(pod_uplinks[pod_of_node[i]]);
+    for (int local = 0; local < nodes[i].group->gpus_per_node; ++local)
+      build.uplinks.at(static_cast<size_t>(nodes[i].first_gpu + local)) = up;
+  }
 }
 
 const bool registered = FabricRegistry::add(

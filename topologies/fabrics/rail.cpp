@@ -50,6 +50,7 @@ struct RailLeaf {
   sg4::NetZone* zone = nullptr;
   NetPoint* port     = nullptr;
   double nic_Bps     = 0; // all NICs under it
+  const sg4::Link* uplink = nullptr; // the up half of its uplink to the spine, once built
 };
 
 // The zone of one NIC of a node: its GPUs, their NVLink port and the NIC.
@@ -87,10 +88,6 @@ void build_rail(FabricBuild& build)
     for (int k = 0; k < g.nic.count; ++k) {
       auto& leaf = leaves[{unit, k}];
       leaf.nic_Bps += g.nic.bandwidth_Bps;
-      if (net.oversubscription > 1) // the rail's uplink is thinner than its NICs (FabricBuild::uplinks)
-        for (int local = k * gpus_per_nic; local < (k + 1) * gpus_per_nic; ++local)
-          build.uplinks.at(static_cast<size_t>(port.first_gpu + local)) = {
-              fmt::format("su{}-rail{}-uplink", unit, k)};
       bool needed = false;
       for (int local = k * gpus_per_nic; local < (k + 1) * gpus_per_nic; ++local)
         needed = needed || build.used(n, local);
@@ -159,14 +156,25 @@ void build_rail(FabricBuild& build)
           spine->add_bypass_route(a.zone->get_netpoint(), b.zone->get_netpoint(), a.nvlink, b.nvlink,
                                   {sg4::LinkInRoute(node.nvswitch)});
   }
-  for (const auto& [key, leaf] : leaves) {
+  for (auto& [key, leaf] : leaves) {
     if (leaf.zone == nullptr)
       continue;
     auto* up = spine->create_split_duplex_link(fmt::format("su{}-rail{}-uplink", key.first, key.second),
                                                leaf.nic_Bps / net.oversubscription);
     up->set_latency(0)->seal();
     spine->add_route(leaf.zone->get_netpoint(), nullptr, leaf.port, nullptr, {sg4::LinkInRoute(up, Direction::UP)}, true);
+    leaf.uplink = up->get_link_up();
   }
+  // Where oversubscribed, a rail's uplink is thinner than its NICs: each GPU's is its NIC's rail's
+  // (FabricBuild::uplinks).
+  if (net.oversubscription > 1)
+    for (const auto& port : build.nodes) {
+      const NodeGroupSpec& g = *port.group;
+      const int gpus_per_nic = g.gpus_per_node / g.nic.count;
+      for (int local = 0; local < g.gpus_per_node; ++local)
+        if (const auto& leaf = leaves[{port.node / net.leaf_radix, local / gpus_per_nic}]; leaf.uplink != nullptr)
+          build.uplinks.at(static_cast<size_t>(port.first_gpu + local)) = {leaf.uplink};
+    }
 }
 
 const bool registered = FabricRegistry::add(

@@ -220,8 +220,7 @@ BuiltPlatform build_platform(const PlatformSpec& spec, const std::vector<bool>& 
     for (int local = 0; local < g.gpus_per_node; ++local)
       if (auto* gpu = out.gpus[static_cast<size_t>(port.first_gpu + local)]; gpu != nullptr) {
         gpu->set_property(kCpuVendorProperty, g.host.cpu_vendor);
-        if (const auto& up = fabric.uplinks[static_cast<size_t>(port.first_gpu + local)]; !up.empty())
-        {
+        if (const auto& up = fabric.uplinks[static_cast<size_t>(port.first_gpu + local)]; !up.empty()) {
           std::vector<std::string> named;
           for (const auto* link : up)
             named.push_back(fmt::format("{}={:.17g}", link->get_name(), link->get_bandwidth()));

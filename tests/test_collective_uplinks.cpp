@@ -65,7 +65,7 @@ TEST_CASE("a tree's closed form on 4:1 uplinks stays near its flows and is as mu
     // +4.0 % at 1 GB.
     CHECK(closed[i].seconds == Approx(flows[i].seconds).epsilon(0.16));
   }
-  // At 1 GB the uplinks, not the NICs, limit: half the leaves' traffic fits through them.
+  // At 1 GB the uplinks, not the NICs, limit: at 4:1 they carry a quarter of the leaf's NICs.
   CHECK(closed[1].seconds > 1.5 * open[1].seconds);
   CHECK(flows[1].seconds > 1.5 * open[1].seconds);
 }

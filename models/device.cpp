@@ -180,6 +180,18 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
       }
     by_kernel.reject_unknown_keys();
   }
+  if (r.has("attention_shape_by_kernel")) {
+    JsonReader by_kernel = r.object("attention_shape_by_kernel");
+    for (const char* k : kAttentionKernels)
+      if (by_kernel.has(k)) {
+        JsonReader shape = by_kernel.object(k, true);
+        auto& s          = c.attention_shape_by_kernel[k];
+        s.backward_ratio = shape.number("backward_ratio", std::nullopt, 0, true);
+        s.half_head_dim  = shape.number("half_head_dim", std::nullopt, 0);
+        shape.reject_unknown_keys();
+      }
+    by_kernel.reject_unknown_keys();
+  }
   c.comm_compute_interference = r.number("comm_compute_interference", c.comm_compute_interference, 0);
   if (c.comm_compute_interference >= 1.0)
     r.problems().add(r.path_of("comm_compute_interference"),

@@ -39,6 +39,14 @@ struct DeviceCalibration {
   // figure ("flash-attention-1", "flash-attention-2", "flash-attention-3", "cudnn"): on Hopper, FlashAttention-2
   // reaches about a third of the peak and cuDNN's fused attention about half.
   std::map<std::string, double> attention_efficiency_by_kernel;
+  // attention_backward_ratio and attention_half_head_dim of one implementation where a
+  // measurement fitted them for it (`stepsim calibrate fit` on rows whose file names the kernel
+  // that ran them): the common ones describe the common figure's kernel, not every kernel.
+  struct AttentionShape {
+    double backward_ratio = 1.0;
+    double half_head_dim  = 0.0;
+  };
+  std::map<std::string, AttentionShape> attention_shape_by_kernel;
   // Fraction by which compute kernels slow while a collective's kernels run beside them on the
   // same GPU (SMs and memory bandwidth taken by NCCL): compute takes 1/(1-f) times as long.
   double comm_compute_interference = 0;
@@ -54,8 +62,12 @@ struct DeviceCalibration {
   // of it, and the head dimension's fill.
   double attention_efficiency_of(const std::string& implementation, bool backward, double head_dim) const
   {
-    return attention_efficiency_of(implementation) * (backward ? attention_backward_ratio : 1.0) *
-           (head_dim / (head_dim + attention_half_head_dim));
+    double ratio = attention_backward_ratio, half = attention_half_head_dim;
+    if (auto it = attention_shape_by_kernel.find(implementation); it != attention_shape_by_kernel.end()) {
+      ratio = it->second.backward_ratio;
+      half  = it->second.half_head_dim;
+    }
+    return attention_efficiency_of(implementation) * (backward ? ratio : 1.0) * (head_dim / (head_dim + half));
   }
 
   double gemm_efficiency_at(const std::string& precision) const

@@ -429,3 +429,84 @@ TEST_CASE("calibrate: the shipped H200 measurement is read, and a row's timing a
   const std::string misspelt = testing::write_temp_file("h200_misspelt.json", doc.dump());
   CHECK_THROWS_WITH(read_measurements(misspelt), Catch::Contains("rows[1].sm_clock"));
 }
+
+TEST_CASE("calibrate: attention rows of a named kernel give that kernel its figures, and the common figure stays the "
+          "device file's",
+          "[calibration]")
+{
+  // Synthetic rows from known figures, once without a kernel named and once as cuDNN's.
+  const Device truth = device_with_known_parameters();
+  auto doc           = synthetic_measurements(truth, 7, 0.0);
+  const std::string plain_file = testing::write_temp_file("attention_plain.json", doc.dump());
+  doc["attention_kernel"]      = "cudnn";
+  const std::string cudnn_file = testing::write_temp_file("attention_cudnn.json", doc.dump());
+
+  const MeasurementFile plain = read_measurements(plain_file);
+  const MeasurementFile cudnn = read_measurements(cudnn_file);
+  CHECK(plain.attention_kernel.empty());
+  CHECK(cudnn.attention_kernel == "cudnn");
+  const Device base = load_device("H200-SXM", "device");
+  const CalibrationFit fit = fit_calibration(cudnn.kernels, base);
+  const nlohmann::json named  = calibration_file(fit, cudnn, "H200-SXM");
+  const nlohmann::json common = calibration_file(fit, plain, "H200-SXM");
+  CHECK(common.contains("attention_efficiency"));
+  CHECK(!common.contains("attention_shape_by_kernel"));
+  CHECK(!named.contains("attention_efficiency"));
+  CHECK(!named.contains("attention_backward_ratio"));
+  CHECK(named["attention_efficiency_by_kernel"]["cudnn"].get<double>() == fit.calibration.attention_efficiency);
+  CHECK(named["attention_shape_by_kernel"]["cudnn"]["backward_ratio"].get<double>() ==
+        fit.calibration.attention_backward_ratio);
+
+  // Laid over the device (a calibration directory of its own): cuDNN's attention runs at the
+  // fitted figures, forward and backward at every head size; the device's common figure, which
+  // FlashAttention-2 takes, and its shape are untouched.
+  const fs::path dir = fs::temp_directory_path() / "stepsim_named_attention_configs";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "calibration");
+  fs::copy(fs::path(STEPSIM_SOURCE_DIR) / "configs" / "devices", dir / "devices");
+  std::ofstream(dir / "calibration" / "H200-SXM.json") << named.dump();
+  setenv("STEPSIM_CONFIG_DIR", dir.c_str(), 1);
+  const Device laid = load_device("H200-SXM", "device");
+  unsetenv("STEPSIM_CONFIG_DIR");
+  for (bool backward : {false, true})
+    for (double head_dim : {64.0, 128.0}) {
+      INFO((backward ? "backward" : "forward") << ", head_dim " << head_dim);
+      CHECK(laid.calibration.attention_efficiency_of("cudnn", backward, head_dim) ==
+            Approx(truth.calibration.attention_efficiency_of("", backward, head_dim)).epsilon(0.02));
+    }
+  const auto file = nlohmann::json::parse(
+      testing::read_text_file((fs::path(STEPSIM_SOURCE_DIR) / "configs" / "devices" / "H200-SXM.json").string()));
+  CHECK(laid.calibration.attention_efficiency == file["calibration"]["attention_efficiency"].get<double>());
+  CHECK(laid.calibration.attention_efficiency_of("flash-attention-2", true, 128) ==
+        laid.calibration.attention_efficiency);
+}
+
+TEST_CASE("calibrate: the shipped H200 kernel rows ran cuDNN's attention, so a run on FlashAttention-2 does not take "
+          "their figure",
+          "[calibration]")
+{
+  // torch 2.11 with cuDNN 9.19 on an sm90 GPU dispatches scaled_dot_product_attention to cuDNN
+  // (sdp_utils.cpp check_prefer_cudnn_attention); torchtitan's runs of mid-2025 (torch 2.8) ran
+  // its flash backend, FlashAttention-2, whose figure on Hopper is the device file's common one.
+  const auto configs = fs::path(STEPSIM_SOURCE_DIR) / "configs";
+  const MeasurementFile shipped = read_measurements((configs / "calibration" / "measurements" / "H200-SXM.json").string());
+  CHECK(shipped.attention_kernel == "cudnn");
+  const auto fitted = nlohmann::json::parse(testing::read_text_file((configs / "calibration" / "H200-SXM.json").string()));
+  const auto file   = nlohmann::json::parse(testing::read_text_file((configs / "devices" / "H200-SXM.json").string()));
+  const Device h200 = load_device("H200-SXM", "device");
+  CHECK(h200.calibration.attention_efficiency_of("cudnn") ==
+        fitted["attention_efficiency_by_kernel"]["cudnn"].get<double>());
+  CHECK(h200.calibration.attention_efficiency == file["calibration"]["attention_efficiency"].get<double>());
+  // At a Llama head (128) cuDNN's measured forward is well above FlashAttention-2's figure.
+  CHECK(h200.calibration.attention_efficiency_of("cudnn", false, 128) >
+        1.4 * h200.calibration.attention_efficiency_of("", false, 128));
+  // A misspelt kernel is refused with its path.
+  auto doc                = nlohmann::json::parse(testing::read_text_file((configs / "calibration" / "measurements" /
+                                                                           "H200-SXM.json").string()));
+  doc["attention_kernel"] = "cudnn9";
+  const std::string bad   = testing::write_temp_file("h200_bad_kernel.json", doc.dump());
+  auto r                  = testing::run_stepsim("calibrate fit " + bad);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("attention_kernel") != std::string::npos);
+  CHECK(r.output.find("flash-attention-2") != std::string::npos);
+}

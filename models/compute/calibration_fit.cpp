@@ -77,6 +77,10 @@ MeasurementFile read_measurements(const std::string& path)
   }
   for (const char* key : {"format", "gpus", "sm_count", "notes", "synthetic_calibration", "command"})
     r.raw(key);
+  if (r.has("attention_kernel"))
+    file.attention_kernel =
+        r.text("attention_kernel", std::nullopt,
+               std::vector<std::string>(std::begin(kAttentionKernels), std::end(kAttentionKernels)));
   for (auto& row : r.array_of_objects("rows", true)) {
     const std::string kind = row.text("kind", std::nullopt, {"gemm", "attention", "memory", "collective"});
     row.raw("name");
@@ -308,21 +312,33 @@ nlohmann::json calibration_file(const CalibrationFit& fit, const MeasurementFile
     out["gemm_efficiency_by_dtype"] = c.gemm_efficiency_by_dtype;
     out["gemm_half_k"]              = c.gemm_half_k;
   }
-  if (attention) {
+  // Rows of a named implementation give that implementation its figures; the common figure then
+  // stays the device file's, for the kernels the measurement did not run.
+  if (attention && measurements.attention_kernel.empty()) {
     out["attention_efficiency"]     = c.attention_efficiency;
     out["attention_backward_ratio"] = c.attention_backward_ratio;
     out["attention_half_head_dim"]  = c.attention_half_head_dim;
+  } else if (attention) {
+    const std::string& k                           = measurements.attention_kernel;
+    out["attention_efficiency_by_kernel"][k]       = c.attention_efficiency;
+    out["attention_shape_by_kernel"][k]            = {{"backward_ratio", c.attention_backward_ratio},
+                                                      {"half_head_dim", c.attention_half_head_dim}};
   }
   if (gemm || memory)
     out["memory_efficiency"] = c.memory_efficiency;
   out["kernel_overhead"] = fmt::format("{:.4g}us", c.kernel_overhead_s * 1e6);
   out["source"]          = fmt::format(
       "fitted by 'stepsim calibrate fit' on {} (GPU \"{}\", measured {}{}): {} kernel rows, two thirds fitted by least "
-      "squares on relative error, every third row held out: held-out MAPE {:.1f}%. Parameters without rows keep the "
+      "squares on relative error, every third row held out: held-out MAPE {:.1f}%.{} Parameters without rows keep the "
       "device file's values.",
       measurements.path, measurements.gpu_name, measurements.date,
       measurements.versions.empty() ? "" : ", " + measurements.versions, measurements.kernels.size(),
-      fit.held_out_mape * 100);
+      fit.held_out_mape * 100,
+      measurements.attention_kernel.empty() || !attention
+          ? ""
+          : fmt::format(" The attention rows ran {}: its figures are attention_efficiency_by_kernel.{} and "
+                        "attention_shape_by_kernel.{}.",
+                        measurements.attention_kernel, measurements.attention_kernel, measurements.attention_kernel));
   nlohmann::json kinds = nlohmann::json::array();
   for (const auto& s : fit.summary)
     kinds.push_back({{"kind", s.kind},

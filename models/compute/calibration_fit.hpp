@@ -9,7 +9,11 @@
 //    "backward": false, "dtype": "bf16", "seconds": 4.1e-4}
 //   {"kind": "memory", "name": "copy", "bytes": 268435456, "dtype": "bf16", "seconds": 9.0e-5}
 //   {"kind": "collective", "op": "all_reduce", "bytes": 1048576, "gpus": 8, "seconds": 3.1e-5}
-// `bytes` of a memory kernel counts what it reads and writes. Collective rows are read and
+// Optional `attention_kernel`: the fused-attention implementation that ran the attention rows
+// (one of kAttentionKernels: torch's scaled_dot_product_attention dispatches to cuDNN's or to its
+// bundled FlashAttention-2 by version and GPU); the fit then gives that implementation its
+// figures instead of the device's common one. `bytes` of a memory kernel counts what it reads and
+// writes. Collective rows are read and
 // listed, not fitted: the network's calibration is configs/calibration/links.json.
 #pragma once
 
@@ -35,6 +39,7 @@ struct MeasurementFile {
   std::string stepsim_device; // the catalogue name when the file gives one
   std::string date;
   std::string versions;       // "torch 2.5.1, CUDA 12.4, NCCL 2.21.5" as far as the file says
+  std::string attention_kernel; // the implementation that ran the attention rows; empty: not known
   std::vector<MeasuredKernel> kernels;
   int collective_rows = 0;
 };

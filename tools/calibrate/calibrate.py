@@ -5,7 +5,10 @@ Sweeps GEMM shapes (fp32, tf32, fp16, bf16 and fp8 where the GPU and torch suppo
 attention (torch scaled_dot_product_attention, causal, forward and backward), bandwidth-bound
 kernels (copy, add, gelu, layernorm, softmax) and, when started by torchrun on several GPUs, NCCL
 collectives through torch.distributed (all_reduce, all_gather, reduce_scatter). Writes one JSON
-file that `stepsim calibrate fit FILE -o configs/calibration/DEVICE.json` fits the model to.
+file that `stepsim calibrate fit FILE -o configs/calibration/DEVICE.json` fits the model to. The
+file names the fused-attention kernel torch ran the attention rows with (`attention_kernel`:
+scaled_dot_product_attention picks cuDNN's or FlashAttention-2 by torch and cuDNN version), so
+that the fit gives that kernel, not every kernel, the figures measured.
 
 Needs only PyTorch with CUDA:
     python3 tools/calibrate/calibrate.py -o h200.json
@@ -211,6 +214,26 @@ def sweep_gemms(args, rows):
     torch.backends.cuda.matmul.allow_tf32 = False
 
 
+# The stepsim attention kernel (configs/devices/*.json attention_efficiency_by_kernel) each of
+# scaled_dot_product_attention's CUDA backends is: its flash backend is the FlashAttention-2 code
+# vendored in aten/src/ATen/native/transformers/cuda/flash_attn. The others have no figure.
+SDPA_KERNELS = {"CUDNN_ATTENTION": "cudnn", "FLASH_ATTENTION": "flash-attention-2"}
+
+
+def sdpa_kernel_name(q, k, v):
+    """The backend torch dispatches a causal scaled_dot_product_attention of these tensors to
+    (torch._fused_sdp_choice: the same choice as the call), as a stepsim kernel name, or None."""
+    try:
+        from torch.nn.attention import SDPBackend
+        choice = torch._fused_sdp_choice(q, k, v, is_causal=True)
+    except (AttributeError, ImportError, RuntimeError, TypeError):
+        return None
+    for backend, kernel in SDPA_KERNELS.items():
+        if hasattr(SDPBackend, backend) and choice == int(getattr(SDPBackend, backend)):
+            return kernel
+    return None
+
+
 def sweep_attention(args, rows):
     dtype = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     seqs = (512, 2048, 8192) if args.quick else (512, 1024, 2048, 4096, 8192)
@@ -219,6 +242,9 @@ def sweep_attention(args, rows):
             batch_heads = 16 * 8192 // seq  # the same tokens per launch at every length
             shape = (1, batch_heads, seq, head_dim)
             q, k, v = (torch.randn(shape, device="cuda", dtype=TORCH_DTYPE[dtype], requires_grad=True) for _ in range(3))
+            kernel = sdpa_kernel_name(q, k, v)
+            if kernel is not None:
+                args.attention_kernels.add(kernel)
 
             def forward():
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -328,6 +354,7 @@ def main():
     rank = dist.get_rank() if distributed else 0
     skip = set(filter(None, args.skip.split(",")))
     args.clock = SmClock()
+    args.attention_kernels = set()  # the fused-attention kernels the attention rows ran
 
     rows = []
     torch.manual_seed(0)
@@ -361,6 +388,9 @@ def main():
             "command": " ".join(sys.argv),
             "rows": rows,
         }
+        # One kernel for every attention row: `stepsim calibrate fit` gives it the rows' figures.
+        if len(args.attention_kernels) == 1:
+            doc["attention_kernel"] = next(iter(args.attention_kernels))
         stepsim_name = args.device or catalogue_name(name)
         if stepsim_name:
             doc["stepsim_device"] = stepsim_name

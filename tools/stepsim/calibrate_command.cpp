@@ -57,17 +57,26 @@ int run_fit(const FitOptions& o)
   fmt::print("fit of {} on {} (GPU \"{}\", measured {}): {} kernel rows{}\n\n", name, m.path, m.gpu_name, m.date,
              m.kernels.size(),
              m.collective_rows > 0 ? fmt::format(", {} collective rows listed but not fitted", m.collective_rows) : "");
-  fmt::print("{:<26}{:>12}{:>12}\n", "parameter", "fitted", "in use now");
+  fmt::print("{:<32}{:>12}{:>12}\n", "parameter", "fitted", "in use now");
   for (const auto& [dtype, value] : c.gemm_efficiency_by_dtype)
-    fmt::print("{:<26}{:>12.4f}{:>12.4f}\n", "gemm_efficiency " + dtype, value, shipped.gemm_efficiency_at(dtype));
-  fmt::print("{:<26}{:>12.4g}{:>12.4g}\n", "gemm_half_k", c.gemm_half_k, shipped.gemm_half_k);
-  fmt::print("{:<26}{:>12.4f}{:>12.4f}\n", "attention_efficiency", c.attention_efficiency, shipped.attention_efficiency);
-  fmt::print("{:<26}{:>12.4f}{:>12.4f}\n", "attention_backward_ratio", c.attention_backward_ratio,
-             shipped.attention_backward_ratio);
-  fmt::print("{:<26}{:>12.4g}{:>12.4g}\n", "attention_half_head_dim", c.attention_half_head_dim,
-             shipped.attention_half_head_dim);
-  fmt::print("{:<26}{:>12.4f}{:>12.4f}\n", "memory_efficiency", c.memory_efficiency, shipped.memory_efficiency);
-  fmt::print("{:<26}{:>10.2f}us{:>10.2f}us\n\n", "kernel_overhead", c.kernel_overhead_s * 1e6,
+    fmt::print("{:<32}{:>12.4f}{:>12.4f}\n", "gemm_efficiency " + dtype, value, shipped.gemm_efficiency_at(dtype));
+  fmt::print("{:<32}{:>12.4g}{:>12.4g}\n", "gemm_half_k", c.gemm_half_k, shipped.gemm_half_k);
+  // Rows of a named attention kernel are fitted as that kernel's figures (calibration_file).
+  const std::string& kernel = m.attention_kernel;
+  const std::string suffix  = kernel.empty() ? "" : " " + kernel;
+  fmt::print("{:<32}{:>12.4f}{:>12.4f}\n", "attention_efficiency" + suffix, c.attention_efficiency,
+             shipped.attention_efficiency_of(kernel));
+  const auto own    = shipped.attention_shape_by_kernel.find(kernel);
+  const auto in_use = own != shipped.attention_shape_by_kernel.end()
+                          ? own->second
+                          : DeviceCalibration::AttentionShape{shipped.attention_backward_ratio,
+                                                              shipped.attention_half_head_dim};
+  fmt::print("{:<32}{:>12.4f}{:>12.4f}\n", "attention_backward_ratio" + suffix, c.attention_backward_ratio,
+             in_use.backward_ratio);
+  fmt::print("{:<32}{:>12.4g}{:>12.4g}\n", "attention_half_head_dim" + suffix, c.attention_half_head_dim,
+             in_use.half_head_dim);
+  fmt::print("{:<32}{:>12.4f}{:>12.4f}\n", "memory_efficiency", c.memory_efficiency, shipped.memory_efficiency);
+  fmt::print("{:<32}{:>10.2f}us{:>10.2f}us\n\n", "kernel_overhead", c.kernel_overhead_s * 1e6,
              shipped.kernel_overhead_s * 1e6);
   fmt::print("{:<16}{:>8}{:>10}{:>13}{:>16}\n", "kernels", "fitted", "held out", "fitted MAPE", "held-out MAPE");
   for (const auto& s : fit.summary)

@@ -13,8 +13,8 @@
 // (one of kAttentionKernels: torch's scaled_dot_product_attention dispatches to cuDNN's or to its
 // bundled FlashAttention-2 by version and GPU); the fit then gives that implementation its
 // figures instead of the device's common one. `bytes` of a memory kernel counts what it reads and
-// writes. Collective rows are read and
-// listed, not fitted: the network's calibration is configs/calibration/links.json.
+// writes. Collective rows are read and listed, not fitted: the network's calibration is
+// configs/calibration/links.json.
 #pragma once
 
 #include "models/device.hpp"

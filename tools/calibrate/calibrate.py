@@ -242,9 +242,7 @@ def sweep_attention(args, rows):
             batch_heads = 16 * 8192 // seq  # the same tokens per launch at every length
             shape = (1, batch_heads, seq, head_dim)
             q, k, v = (torch.randn(shape, device="cuda", dtype=TORCH_DTYPE[dtype], requires_grad=True) for _ in range(3))
-            kernel = sdpa_kernel_name(q, k, v)
-            if kernel is not None:
-                args.attention_kernels.add(kernel)
+            args.attention_kernels.add(sdpa_kernel_name(q, k, v))  # None: a backend without a figure
 
             def forward():
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -388,8 +386,9 @@ def main():
             "command": " ".join(sys.argv),
             "rows": rows,
         }
-        # One kernel for every attention row: `stepsim calibrate fit` gives it the rows' figures.
-        if len(args.attention_kernels) == 1:
+        # One kernel with a figure for every attention row: `stepsim calibrate fit` gives it the
+        # rows' figures (rows split over backends, or on one without a figure, fit the common one).
+        if len(args.attention_kernels) == 1 and None not in args.attention_kernels:
             doc["attention_kernel"] = next(iter(args.attention_kernels))
         stepsim_name = args.device or catalogue_name(name)
         if stepsim_name:

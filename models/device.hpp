@@ -58,16 +58,22 @@ struct DeviceCalibration {
     return it == attention_efficiency_by_kernel.end() ? attention_efficiency : it->second;
   }
 
+  // The backward share and head-dimension fill of one implementation: its own where fitted,
+  // else the common ones.
+  AttentionShape attention_shape_of(const std::string& implementation) const
+  {
+    auto it = attention_shape_by_kernel.find(implementation);
+    return it == attention_shape_by_kernel.end() ? AttentionShape{attention_backward_ratio, attention_half_head_dim}
+                                                 : it->second;
+  }
+
   // The efficiency one attention kernel runs at: the implementation's figure, backward's share
   // of it, and the head dimension's fill.
   double attention_efficiency_of(const std::string& implementation, bool backward, double head_dim) const
   {
-    double ratio = attention_backward_ratio, half = attention_half_head_dim;
-    if (auto it = attention_shape_by_kernel.find(implementation); it != attention_shape_by_kernel.end()) {
-      ratio = it->second.backward_ratio;
-      half  = it->second.half_head_dim;
-    }
-    return attention_efficiency_of(implementation) * (backward ? ratio : 1.0) * (head_dim / (head_dim + half));
+    const AttentionShape shape = attention_shape_of(implementation);
+    return attention_efficiency_of(implementation) * (backward ? shape.backward_ratio : 1.0) *
+           (head_dim / (head_dim + shape.half_head_dim));
   }
 
   double gemm_efficiency_at(const std::string& precision) const

@@ -66,11 +66,7 @@ int run_fit(const FitOptions& o)
   const std::string suffix  = kernel.empty() ? "" : " " + kernel;
   fmt::print("{:<32}{:>12.4f}{:>12.4f}\n", "attention_efficiency" + suffix, c.attention_efficiency,
              shipped.attention_efficiency_of(kernel));
-  const auto own    = shipped.attention_shape_by_kernel.find(kernel);
-  const auto in_use = own != shipped.attention_shape_by_kernel.end()
-                          ? own->second
-                          : DeviceCalibration::AttentionShape{shipped.attention_backward_ratio,
-                                                              shipped.attention_half_head_dim};
+  const auto in_use = shipped.attention_shape_of(kernel);
   fmt::print("{:<32}{:>12.4f}{:>12.4f}\n", "attention_backward_ratio" + suffix, c.attention_backward_ratio,
              in_use.backward_ratio);
   fmt::print("{:<32}{:>12.4g}{:>12.4g}\n", "attention_half_head_dim" + suffix, c.attention_half_head_dim,

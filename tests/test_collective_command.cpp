@@ -222,3 +222,31 @@ TEST_CASE("stepsim collective: bad options exit 2 naming the option")
   CHECK(r.exit_code == 2);
   CHECK(r.output.find(message) != std::string::npos);
 }
+
+TEST_CASE("stepsim collective: intra_node.nvls false runs neither NVLS nor NVLS-tree, as NCCL_NVLS_ENABLE=0")
+{
+  // On H100 nodes auto takes NVLS inside a node and NVLS-tree across two at 256 MB (NCCL's tuner
+  // does); with NVLS switched off (GCP's A3 Mega preset, whose NCCL profile sets
+  // NCCL_NVLS_ENABLE=0) it takes the ring or the tree, and a forced nvls is refused with the reason.
+  const std::string off = " --set platform.node_groups.0.intra_node.nvls=false";
+  for (int nodes : {1, 2}) {
+    const std::string base = "collective --preset dgx-h100 --nodes " + std::to_string(nodes) + " --sizes 256MB";
+    const auto on = rows_of(testing::run_stepsim(base).output), without = rows_of(testing::run_stepsim(base + off).output);
+    REQUIRE(on.size() == 1);
+    REQUIRE(without.size() == 1);
+    INFO(nodes << " nodes: " << on[0].picked << " / " << without[0].picked);
+    CHECK(on[0].picked.rfind("nvls", 0) == 0);
+    CHECK(without[0].picked.rfind("nvls", 0) == std::string::npos);
+  }
+  const auto forced = testing::run_stepsim("collective --preset dgx-h100 --nodes 1 --sizes 1MB --algorithm nvls" + off);
+  INFO(forced.output);
+  CHECK(forced.exit_code == 2);
+  CHECK(forced.output.find("intra_node.nvls not false") != std::string::npos);
+  const auto a3mega = rows_of(testing::run_stepsim("collective --preset gcp-a3-mega --sizes 256MB").output);
+  REQUIRE(a3mega.size() == 1);
+  CHECK(a3mega[0].picked.rfind("nvls", 0) == std::string::npos);
+  // Not a boolean: exit 2 with the path.
+  const auto bad = testing::run_stepsim("collective --preset dgx-h100 --sizes 1MB --set platform.node_groups.0.intra_node.nvls=2");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("platform.node_groups[0].intra_node.nvls") != std::string::npos);
+}

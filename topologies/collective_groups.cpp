@@ -30,9 +30,10 @@ std::vector<int> node_of_gpu(const PlatformSpec& platform)
 
 bool in_switch_reduction(const NodeGroupSpec& group)
 {
-  // NVLS is a feature of the NVSwitch chip (the node type says whether it has one) and of the GPU.
+  // NVLS is a feature of the NVSwitch chip (the node type says whether it has one) and of the GPU,
+  // and NCCL uses it unless told not to (intra_node.nvls false: NCCL_NVLS_ENABLE=0).
   const NodeType* type = NodeTypeRegistry::find(group.intra_node.type);
-  if (group.gpus_per_node < 2 || type == nullptr || !type->in_switch_reduction)
+  if (group.gpus_per_node < 2 || type == nullptr || !type->in_switch_reduction || !group.intra_node.nvls)
     return false;
   return load_device(group.gpu, "platform.node_groups[].gpu").nvls;
 }

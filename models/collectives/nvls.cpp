@@ -30,7 +30,7 @@ int nvls_steps(CollectiveOp op, const GroupShape& g, double)
   require_all_reduce("nvls", op);
   if (g.n > 1 && (!g.in_switch_reduction || g.nodes() != 1))
     throw std::invalid_argument("the nvls algorithm needs every member on one node whose NVSwitch reduces in the "
-                                "switch (NVSwitch nodes of H100, H200 or B200 GPUs)");
+                                "switch (NVSwitch nodes of H100, H200 or B200 GPUs, intra_node.nvls not false)");
   return g.n > 1 ? 1 : 0;
 }
 

@@ -55,7 +55,7 @@ void check(CollectiveOp op, const GroupShape& g)
                                 "nodes or more); inside one node use nvls");
   if (!g.in_switch_reduction)
     throw std::invalid_argument("the nvls_tree algorithm needs nodes whose NVSwitch reduces in the switch "
-                                "(NVSwitch nodes of H100, H200 or B200 GPUs)");
+                                "(NVSwitch nodes of H100, H200 or B200 GPUs, intra_node.nvls not false)");
   require_same_members_per_node("nvls_tree", g, 2);
 }
 
@@ -183,10 +183,17 @@ CollectiveStep step(CollectiveOp, const GroupShape& g, double bytes, int lane, i
   return s;
 }
 
-// Its loops keep one slot on the wire (CollectiveAlgorithm::pipeline_slots): a step is one of
-// NCCL's loops (chunks), whose stages, from the switch's reduction to its multicast, are paid as
-// the pipeline's fill on the NVSwitch's share (fill_seconds); the published NVLS-tree runs across
-// nodes take about 0.2 ms more than their bandwidth from 64 MiB to 1 GiB, which the fill gives.
+// A step is one of NCCL's loops (chunks), whose stages, from the switch's reduction to its
+// multicast, are paid as the pipeline's fill on the NVSwitch's share (fill_seconds); the published
+// NVLS-tree runs across nodes take about 0.2 ms more than their bandwidth from 64 MiB to 1 GiB,
+// which the fill gives. Its tree lanes keep up to NCCL_STEPS loops on the wire
+// (CollectiveAlgorithm::pipeline_slots), as the tree's do: NVLS_TREE's warps that reduce up the
+// tree and receive from the network run on the Simple protocol's primitives (src/device/
+// all_reduce.h, RunWorkColl<..., NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE>: Primitives<...,
+// ProtoSimple<1, 1, ...>> for "Recv from network, broadcast"), whose connections hold NCCL_STEPS
+// slots (src/device/prims_simple.h waitPeer), so a loop's latency hides behind the loops before it. With one slot, EFA's step (31.1 us) was paid
+// by each of 64 loops and held two p5 nodes at 279 GB/s from 256 MiB to 1 GiB, where AWS's Slurm
+// log climbs from 343 to 437 (configs/calibration/nccl_tests_published.json).
 const bool registered = CollectiveRegistry::add(
     "nvls_tree",
     "NCCL's NVLS_TREE across nodes whose NVSwitch reduces (H100/H200/B200): the switch reduces inside each node, "
@@ -197,7 +204,8 @@ const bool registered = CollectiveRegistry::add(
                         .step                 = step,
                         .pick                 = {},
                         .nccl                 = NcclAlgorithm::NvlsTree,
-                        .simple_protocol_only = true});
+                        .simple_protocol_only = true,
+                        .pipeline_slots       = kNcclSteps});
 
 } // namespace
 } // namespace stepsim

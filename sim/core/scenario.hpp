@@ -206,6 +206,10 @@ struct IntraNodeSpec {
   double latency_s     = 1e-6;  // GPU to GPU over one hop (one mesh link for chiplet_mesh)
   int gpus_per_switch  = 2;     // pcie_switch: GPUs (and one NIC) under each PCIe switch
   std::vector<int> mesh;        // chiplet_mesh: {rows, columns} of chiplets, rows x columns = gpus_per_node
+  // Whether NCCL may reduce in the NVSwitch (NVLS inside a node, NVLS-tree across nodes) where
+  // the switch and the GPU can: false as under NCCL_NVLS_ENABLE=0, which some clouds' NCCL
+  // profiles set (configs/platforms/gcp-a3-mega.json).
+  bool nvls = true;
 };
 
 // The node's CPU host ("nodeN-cpu"): its memory, and the host (PCIe) link of each GPU to it.

@@ -1,4 +1,5 @@
-// The outputs of `stepsim run` besides the table: CSV, Chrome/Perfetto trace and Gantt SVG.
+// The outputs of `stepsim run` besides the table: CSV, Chrome/Perfetto trace and Gantt SVG; and
+// `--json -` (standard output) of the commands that write JSON.
 #include "support.hpp"
 
 #include "sim/output/report_csv.hpp"
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -231,4 +233,34 @@ TEST_CASE("run --json -: the report on standard output, the same JSON as the fil
   REQUIRE(printed.exit_code == 0);
   CHECK(printed.output.find("step time") == std::string::npos); // the table is not mixed into the JSON
   CHECK(nlohmann::json::parse(printed.output) == nlohmann::json::parse(testing::read_text_file(to_file)));
+}
+
+TEST_CASE("accuracy, plan and platform --json -: the JSON on standard output, the same as the file, no table",
+          "[outputs]")
+{
+  // Each command as run, graph, collective and replay take "-": no file named "-" is written.
+  namespace fs                  = std::filesystem;
+  const nlohmann::json scenario = testing::small_scenario(2, 2, 4);
+  const std::string file        = testing::write_temp_file("stdout-plan.scenario.json", scenario.dump());
+  const fs::path cases          = fs::path(testing::write_temp_file("stdout-accuracy.keep", "")).parent_path() /
+                         "stdout-accuracy-cases";
+  fs::create_directories(cases);
+  const fs::path one = fs::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "nemo" /
+                       "nemo2403_llama2_7b_seq16k_16xh100_fp8_tp2_pp1_cp1.json";
+  fs::copy_file(one, cases / one.filename(), fs::copy_options::overwrite_existing);
+  const std::pair<std::string, std::string> commands[] = {
+      {"accuracy --quiet " + cases.string(), "accuracy --quiet " + cases.string()}, // progress goes to stderr
+      {"plan " + file + " --top 2 --simulate 2 --quiet", "plan " + file + " --top 2 --simulate 2 --quiet"},
+      {"platform " + file + " --quiet", "platform " + file}};
+  for (const auto& [to_file_args, stdout_args] : commands) {
+    const std::string to_file = testing::write_temp_file("stdout-command.json", "");
+    auto written              = testing::run_stepsim(to_file_args + " --json " + to_file);
+    INFO(to_file_args << "\n" << written.output);
+    REQUIRE(written.exit_code == 0);
+    auto printed = testing::run_stepsim(stdout_args + " --json -");
+    INFO(printed.output);
+    REQUIRE(printed.exit_code == 0);
+    CHECK(nlohmann::json::parse(printed.output) == nlohmann::json::parse(testing::read_text_file(to_file)));
+    CHECK_FALSE(fs::exists("-"));
+  }
 }

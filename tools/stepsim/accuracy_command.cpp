@@ -601,9 +601,12 @@ int accuracy(const AccuracyOptions& o)
       for (const auto& c : l.predicted)
         j["left_out"]["predicted"].push_back({{"case", c.id}, {"predicted", c.predicted}, {"error_pct", c.error_pct}});
     }
-    write_text_file(o.json_out, j.dump(2) + "\n");
+    if (o.json_out == "-") // standard output, as run and collective take "-"
+      fmt::print("{}\n", j.dump(2));
+    else
+      write_text_file(o.json_out, j.dump(2) + "\n");
   }
-  if (!o.quiet)
+  if (!o.quiet && o.json_out != "-")
     fmt::print("{}{}", text_table(cases, sum, ranking), held ? leave_out_line(l) : "");
   return 0;
 }
@@ -614,7 +617,7 @@ std::function<int()> setup(CLI::App& sub)
   o->dir = config_dir() + "/validation";
   sub.add_option("DIR", o->dir, "folder of validation scenarios (each with a \"validation\" block)");
   sub.add_option("--markdown", o->markdown_out, "write the table as Markdown to this file");
-  sub.add_option("--json", o->json_out, "write the cases, the MAPE, the worst case and the ranking as JSON to this file");
+  sub.add_option("--json", o->json_out, "write the cases, the MAPE, the worst case and the ranking as JSON to this file (- = standard output, no table)");
   sub.add_option("--leave-out", o->leave_out,
                  "hold out the cases of this source (part of a case's id or citation, e.g. korthikanti, mtnlg) "
                  "from what is fitted, and report their error as a prediction; repeatable");

@@ -292,9 +292,11 @@ int platform(const PlatformOptions& o)
     throw InputError(d["input_error"].get<std::vector<std::string>>());
   if (d.contains("error"))
     throw std::runtime_error(d["error"].get<std::string>());
-  if (!o.json_out.empty())
+  if (o.json_out == "-") // standard output, as run and collective take "-"
+    fmt::print("{}\n", d.dump(2));
+  else if (!o.json_out.empty())
     write_text_file(o.json_out, d.dump(2) + "\n");
-  if (!o.quiet)
+  if (!o.quiet && o.json_out != "-")
     print_text(d);
   return 0;
 }
@@ -304,7 +306,7 @@ std::function<int()> setup(CLI::App& sub)
   auto o = std::make_shared<PlatformOptions>();
   sub.add_option("FILE", o->file, "scenario JSON file")->required();
   sub.add_option("--set", o->sets, "override a field: path=value, e.g. platform.network.oversubscription=2 (repeatable)");
-  sub.add_option("--json", o->json_out, "write the description as JSON to this file");
+  sub.add_option("--json", o->json_out, "write the description as JSON to this file (- = standard output, no table)");
   sub.add_flag("--quiet,-q", o->quiet, "print nothing (use with --json)");
   sub.footer("Examples:\n  stepsim platform configs/scenarios/default.json\n"
              "  stepsim platform configs/scenarios/default.json --set platform.network.leaf_radix=16 "

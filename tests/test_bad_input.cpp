@@ -41,6 +41,10 @@ TEST_CASE("bad inputs name the JSON path and what was expected")
       {"--set parallelism.tensor='\"eight\"'",
        "parallelism.tensor: expected a positive integer, got the string \"eight\""},
       {"--set parallelism.tensr=8", "parallelism.tensr: unknown key (did you mean \"tensor\"?)"},
+      // A key that is part of a known one's name ("layers" of "num_layers"), far by spelling.
+      {"--set model.layers=8", "model.layers: unknown key (did you mean \"num_layers\"?)"},
+      // Nothing alike: what the object takes.
+      {"--set parallelism.zzz=8", "parallelism.zzz: unknown key; expected one of "},
       {"--set platform.node_groups.0.count=64",
        "parallelism.tensor: 8 × pipeline 16 × data 8 = 1024 GPUs, but the platform has 512"},
       {"--set parallelism.tensor=5 --set parallelism.data=12 --set platform.node_groups.0.count=120",

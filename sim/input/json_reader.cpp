@@ -4,6 +4,7 @@
 #include "sim/input/limits.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -230,6 +231,30 @@ std::vector<JsonReader> JsonReader::array_of_objects(const std::string& key, boo
   return out;
 }
 
+namespace {
+// A key that holds `word` as a whole part of its name, or is such a part of it ("layers" in
+// "num_layers", "hidden" in "hidden_size"): the shortest, else "".
+std::string key_with_part(const std::string& word, const std::vector<std::string>& keys)
+{
+  auto has_part = [](const std::string& whole, const std::string& part) {
+    if (part.size() < 3 || part.size() >= whole.size())
+      return false;
+    for (size_t at = whole.find(part); at != std::string::npos; at = whole.find(part, at + 1)) {
+      const bool starts = at == 0 || whole[at - 1] == '_';
+      const bool ends   = at + part.size() == whole.size() || whole[at + part.size()] == '_';
+      if (starts && ends)
+        return true;
+    }
+    return false;
+  };
+  std::string best;
+  for (const auto& k : keys)
+    if ((has_part(k, word) || has_part(word, k)) && (best.empty() || k.size() < best.size()))
+      best = k;
+  return best;
+}
+} // namespace
+
 void JsonReader::reject_unknown_keys()
 {
   std::vector<std::string> valid(known_.begin(), known_.end());
@@ -237,8 +262,12 @@ void JsonReader::reject_unknown_keys()
     if (known_.count(key) != 0)
       continue;
     std::string near = closest_name(key, valid);
-    problems_->add(path_of(key), near.empty() ? std::string("unknown key")
-                                              : fmt::format("unknown key (did you mean \"{}\"?)", near));
+    if (near.empty())
+      near = key_with_part(key, valid);
+    if (!near.empty())
+      problems_->add(path_of(key), fmt::format("unknown key (did you mean \"{}\"?)", near));
+    else // nothing alike: say what the object takes
+      problems_->add(path_of(key), fmt::format("unknown key; expected one of {}", fmt::join(valid, ", ")));
   }
 }
 

@@ -245,6 +245,18 @@ TEST_CASE("stepsim collective: intra_node.nvls false runs neither NVLS nor NVLS-
   const auto a3mega = rows_of(testing::run_stepsim("collective --preset gcp-a3-mega --sizes 256MB").output);
   REQUIRE(a3mega.size() == 1);
   CHECK(a3mega[0].picked.rfind("nvls", 0) == std::string::npos);
+  // A training step's replay follows it too: the default scenario's tensor all-reduces on H100
+  // nodes run NVLS, and the ring without it.
+  const std::string h100 = "run " + std::string(STEPSIM_SOURCE_DIR) +
+                           "/configs/scenarios/default.json -q --json - --set platform.node_groups.0.gpu=H100-SXM";
+  const auto with_nvls = testing::run_stepsim(h100), no_nvls = testing::run_stepsim(h100 + off);
+  REQUIRE(with_nvls.exit_code == 0);
+  REQUIRE(no_nvls.exit_code == 0);
+  const auto algorithms = [](const std::string& out) {
+    return nlohmann::json::parse(out).at("collective_algorithms").at("all_reduce").get<std::string>();
+  };
+  CHECK(algorithms(with_nvls.output).find("nvls/") != std::string::npos);
+  CHECK(algorithms(no_nvls.output) == "ring/Simple");
   // Not a boolean: exit 2 with the path.
   const auto bad = testing::run_stepsim("collective --preset dgx-h100 --sizes 1MB --set platform.node_groups.0.intra_node.nvls=2");
   CHECK(bad.exit_code == 2);

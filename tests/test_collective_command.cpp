@@ -231,7 +231,8 @@ TEST_CASE("stepsim collective: intra_node.nvls false runs neither NVLS nor NVLS-
   const std::string off = " --set platform.node_groups.0.intra_node.nvls=false";
   for (int nodes : {1, 2}) {
     const std::string base = "collective --preset dgx-h100 --nodes " + std::to_string(nodes) + " --sizes 256MB";
-    const auto on = rows_of(testing::run_stepsim(base).output), without = rows_of(testing::run_stepsim(base + off).output);
+    const auto on      = rows_of(testing::run_stepsim(base).output);
+    const auto without = rows_of(testing::run_stepsim(base + off).output);
     REQUIRE(on.size() == 1);
     REQUIRE(without.size() == 1);
     INFO(nodes << " nodes: " << on[0].picked << " / " << without[0].picked);
@@ -258,7 +259,8 @@ TEST_CASE("stepsim collective: intra_node.nvls false runs neither NVLS nor NVLS-
   CHECK(algorithms(with_nvls.output).find("nvls/") != std::string::npos);
   CHECK(algorithms(no_nvls.output) == "ring/Simple");
   // Not a boolean: exit 2 with the path.
-  const auto bad = testing::run_stepsim("collective --preset dgx-h100 --sizes 1MB --set platform.node_groups.0.intra_node.nvls=2");
+  const auto bad =
+      testing::run_stepsim("collective --preset dgx-h100 --sizes 1MB --set platform.node_groups.0.intra_node.nvls=2");
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("platform.node_groups[0].intra_node.nvls") != std::string::npos);
 }

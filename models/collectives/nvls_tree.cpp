@@ -191,9 +191,10 @@ CollectiveStep step(CollectiveOp, const GroupShape& g, double bytes, int lane, i
 // tree and receive from the network run on the Simple protocol's primitives (src/device/
 // all_reduce.h, RunWorkColl<..., NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE>: Primitives<...,
 // ProtoSimple<1, 1, ...>> for "Recv from network, broadcast"), whose connections hold NCCL_STEPS
-// slots (src/device/prims_simple.h waitPeer), so a loop's latency hides behind the loops before it. With one slot, EFA's step (31.1 us) was paid
-// by each of 64 loops and held two p5 nodes at 279 GB/s from 256 MiB to 1 GiB, where AWS's Slurm
-// log climbs from 343 to 437 (configs/calibration/nccl_tests_published.json).
+// slots (src/device/prims_simple.h waitPeer), so a loop's latency hides behind the loops before
+// it. With one slot, EFA's step (31.1 us) was paid by each of 64 loops and held two p5 nodes at
+// 279 GB/s from 256 MiB to 1 GiB, where AWS's Slurm log climbs from 343 to 437
+// (configs/calibration/nccl_tests_published.json).
 const bool registered = CollectiveRegistry::add(
     "nvls_tree",
     "NCCL's NVLS_TREE across nodes whose NVSwitch reduces (H100/H200/B200): the switch reduces inside each node, "

@@ -617,7 +617,9 @@ std::function<int()> setup(CLI::App& sub)
   o->dir = config_dir() + "/validation";
   sub.add_option("DIR", o->dir, "folder of validation scenarios (each with a \"validation\" block)");
   sub.add_option("--markdown", o->markdown_out, "write the table as Markdown to this file");
-  sub.add_option("--json", o->json_out, "write the cases, the MAPE, the worst case and the ranking as JSON to this file (- = standard output, no table)");
+  sub.add_option("--json", o->json_out,
+                 "write the cases, the MAPE, the worst case and the ranking as JSON to this file (- = standard output, "
+                 "no table)");
   sub.add_option("--leave-out", o->leave_out,
                  "hold out the cases of this source (part of a case's id or citation, e.g. korthikanti, mtnlg) "
                  "from what is fitted, and report their error as a prediction; repeatable");

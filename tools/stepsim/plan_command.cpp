@@ -35,11 +35,12 @@ int run_plan(PlanCommandOptions o)
   PlanResult r          = plan_or_refuse(doc, dir, o.plan, o.file);
   // The table goes to standard output unless the JSON does (`--json -`, as run and collective take it).
   const bool table = o.json_out != "-";
-  std::string text = fmt::format("{} configurations: {} do not divide or are not valid, {} do not fit in memory{}, {} valid; simulated {}\n\n",
-             r.enumerated, r.invalid, r.too_big,
-             o.plan.headroom_bytes > 0 ? fmt::format(" with {:.2f} GiB of headroom", o.plan.headroom_bytes / kGiB) : "",
-             r.candidates.size(),
-             std::count_if(r.candidates.begin(), r.candidates.end(), [](const auto& c) { return c.simulated; }));
+  std::string text = fmt::format(
+      "{} configurations: {} do not divide or are not valid, {} do not fit in memory{}, {} valid; simulated {}\n\n",
+      r.enumerated, r.invalid, r.too_big,
+      o.plan.headroom_bytes > 0 ? fmt::format(" with {:.2f} GiB of headroom", o.plan.headroom_bytes / kGiB) : "",
+      r.candidates.size(),
+      std::count_if(r.candidates.begin(), r.candidates.end(), [](const auto& c) { return c.simulated; }));
   if (r.failed > 0)
     text += fmt::format("{} simulations failed; the first: {}\n\n", r.failed, r.first_failure);
   const bool priced = std::any_of(r.candidates.begin(), r.candidates.end(), [](const auto& c) { return c.cost_per_token > 0; });
@@ -48,9 +49,10 @@ int run_plan(PlanCommandOptions o)
   for (const auto& c : r.candidates)
     if (c.simulated && listed++ < static_cast<size_t>(o.top))
       c_width = std::max(c_width, context_degree(c.settings).size());
-  text += fmt::format("{:>4} {:>3} {:>{}} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11} {:>7} {:>6} {:>7} {:>9} {:>8}{}\n",
-             "rank", "t", "c", c_width, "e", "p", "d", "v", "mb", "schedule", "zero", "recompute", "tokens/s", "TFLOP/s", "MFU",
-             "bubble", "mem GiB", "J/token", priced ? fmt::format(" {:>10}", "cost/Mtok") : "");
+  text += fmt::format("{:>4} {:>3} {:>{}} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11} {:>7} {:>6} {:>7} {:>9} "
+                      "{:>8}{}\n",
+                      "rank", "t", "c", c_width, "e", "p", "d", "v", "mb", "schedule", "zero", "recompute", "tokens/s",
+                      "TFLOP/s", "MFU", "bubble", "mem GiB", "J/token", priced ? fmt::format(" {:>10}", "cost/Mtok") : "");
   nlohmann::json out = nlohmann::json::array();
   int shown          = 0;
   bool asynchronous  = false;
@@ -63,32 +65,33 @@ int run_plan(PlanCommandOptions o)
     const bool flushes   = ScheduleRegistry::get(sc, "parallelism.schedule").flushes;
     asynchronous         = asynchronous || !flushes;
     ulysses              = ulysses || s.contains("parallelism.context_attention");
-    text += fmt::format("{:>4} {:>3} {:>{}} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11.0f} {:>7.1f} {:>5.1f}% {:>6.1f}% "
-               "{:>9.2f} {:>8.3f}{}\n",
-               ++shown, s["parallelism.tensor"].get<int>(), context_degree(s), c_width,
-               s["parallelism.expert"].get<int>(), s["parallelism.pipeline"].get<int>(),
-               s["parallelism.data"].get<int>(), s["parallelism.virtual_stages"].get<int>(),
-               s["training.micro_batch_size"].get<int>(), flushes ? sc : sc + "*",
-               s["parallelism.zero_stage"].get<int>(), s["training.recompute"].get<std::string>(),
-               c.report.tokens_per_s, c.report.model_tflops_per_gpu, 100 * c.report.mfu,
-               100 * c.report.bubble_fraction, c.report.memory_peak_bytes / kGiB, c.report.energy_j_per_token,
-               priced ? fmt::format(" {:>10.4f}", c.cost_per_token * 1e6) : "");
+    text += fmt::format("{:>4} {:>3} {:>{}} {:>3} {:>4} {:>4} {:>2} {:>3} {:<17} {:>4} {:<9} {:>11.0f} {:>7.1f} {:>5.1f}% "
+                        "{:>6.1f}% {:>9.2f} {:>8.3f}{}\n",
+                        ++shown, s["parallelism.tensor"].get<int>(), context_degree(s), c_width,
+                        s["parallelism.expert"].get<int>(), s["parallelism.pipeline"].get<int>(),
+                        s["parallelism.data"].get<int>(), s["parallelism.virtual_stages"].get<int>(),
+                        s["training.micro_batch_size"].get<int>(), flushes ? sc : sc + "*",
+                        s["parallelism.zero_stage"].get<int>(), s["training.recompute"].get<std::string>(),
+                        c.report.tokens_per_s, c.report.model_tflops_per_gpu, 100 * c.report.mfu,
+                        100 * c.report.bubble_fraction, c.report.memory_peak_bytes / kGiB, c.report.energy_j_per_token,
+                        priced ? fmt::format(" {:>10.4f}", c.cost_per_token * 1e6) : "");
     nlohmann::json row = {{"settings", s}, {"report", to_json(c.report)}};
     if (priced)
       row["cost_per_token"] = c.cost_per_token;
     out.push_back(std::move(row));
   }
   if (asynchronous)
-    text += fmt::format("\n* no flush between steps: weights are updated asynchronously (PipeDream), not as the others do\n");
+    text += "\n* no flush between steps: weights are updated asynchronously (PipeDream), not as the others do\n";
   if (ulysses)
-    text += fmt::format("\nc: context ranks; 4 = ring attention, 4u = Ulysses all-to-alls over all 4, 8u2 = USP (Ulysses over 2, "
-               "ring attention across 4)\n");
-  if (table)
-    fmt::print("{}", text);
+    text += fmt::format("\nc: context ranks; 4 = ring attention, 4u = Ulysses all-to-alls over all 4, 8u2 = USP "
+                        "(Ulysses over 2, ring attention across 4)\n");
   if (!table)
     fmt::print("{}\n", out.dump(2));
-  else if (!o.json_out.empty())
-    write_text_file(o.json_out, out.dump(2) + "\n");
+  else {
+    fmt::print("{}", text);
+    if (!o.json_out.empty())
+      write_text_file(o.json_out, out.dump(2) + "\n");
+  }
   if (!o.write_best.empty() && shown > 0) {
     write_text_file(o.write_best, with_settings(doc, r.candidates.front().settings).dump(2) + "\n");
     if (table)
@@ -109,7 +112,9 @@ std::function<int()> setup(CLI::App& sub)
       ->check(CLI::Range(0, 1 << 20));
   sub.add_option("-j,--jobs", o->plan.jobs, "worker processes (default 1)")->check(CLI::Range(1, 1024));
   sub.add_option("--set", o->sets, "override a field of the scenario first: path=value");
-  sub.add_option("--json", o->json_out, "write the printed configurations and their reports as JSON to this file (- = standard output, no table)");
+  sub.add_option("--json", o->json_out,
+                 "write the printed configurations and their reports as JSON to this file (- = standard output, no "
+                 "table)");
   sub.add_option("--write-best", o->write_best, "write the top configuration as a scenario, ready for stepsim run");
   sub.add_option("--headroom", o->headroom,
                  "memory to keep free on every GPU beyond the framework profile's reserve, e.g. 4GiB (default none)");

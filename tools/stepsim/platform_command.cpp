@@ -306,7 +306,8 @@ std::function<int()> setup(CLI::App& sub)
   auto o = std::make_shared<PlatformOptions>();
   sub.add_option("FILE", o->file, "scenario JSON file")->required();
   sub.add_option("--set", o->sets, "override a field: path=value, e.g. platform.network.oversubscription=2 (repeatable)");
-  sub.add_option("--json", o->json_out, "write the description as JSON to this file (- = standard output, no table)");
+  sub.add_option("--json", o->json_out,
+                 "write the description as JSON to this file (- = standard output, no table)");
   sub.add_flag("--quiet,-q", o->quiet, "print nothing (use with --json)");
   sub.footer("Examples:\n  stepsim platform configs/scenarios/default.json\n"
              "  stepsim platform configs/scenarios/default.json --set platform.network.leaf_radix=16 "

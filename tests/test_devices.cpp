@@ -80,7 +80,10 @@ TEST_CASE("A GPU named as nvidia-smi prints it is its catalogue device", "[devic
       {"AMD Instinct MI300X", "MI300X"},          {"Tesla P40", "Tesla-P40"},
       {"nvidia a100 80gb pcie", "A100-PCIe-80GB"}, {"h100_sxm", "H100-SXM"},
       {"NVIDIA H100 NVL", "H100-NVL"},            {"NVIDIA GH200 480GB", "GH200"},
-      {"NVIDIA L40S", "L40S"}};
+      {"NVIDIA L40S", "L40S"},                    {"NVIDIA H20", "H20"},
+      {"NVIDIA GeForce RTX 3090", "RTX-3090"},    {"NVIDIA RTX A6000", "RTX-A6000"},
+      {"NVIDIA A100-PCIE-40GB", "A100-PCIe-40GB"}, {"Tesla V100-PCIE-32GB", "V100-PCIe-32GB"},
+      {"NVIDIA L40", "L40"},                      {"NVIDIA A30", "A30"}};
   for (const auto& [asked, device] : known) {
     INFO(asked);
     CHECK(catalogue_device_name(asked) == device);

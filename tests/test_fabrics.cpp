@@ -292,6 +292,24 @@ TEST_CASE("a preset expands into its platform; nodes and explicit fields overrid
   CHECK(p["network"]["oversubscription"] == 2);
   CHECK(expand_platform_preset(nlohmann::json{{"platform", {{"node_groups", 1}}}}) ==
         nlohmann::json{{"platform", {{"node_groups", 1}}}});
+  // `--set platform.node_groups.0.gpu=...` on a scenario that names a preset builds an object
+  // keyed by the group's index: it patches that group as the list would.
+  nlohmann::json by_set = {{"platform", {{"preset", "dgx-a100"}}}};
+  set_by_path(by_set, "platform.node_groups.0.gpu=A800-SXM4-80GB");
+  set_by_path(by_set, "platform.node_groups.0.nic.latency=3us");
+  const auto patched = expand_platform_preset(by_set)["platform"]["node_groups"];
+  REQUIRE(patched.size() == 1);
+  CHECK(patched[0]["gpu"] == "A800-SXM4-80GB");
+  CHECK(patched[0]["nic"]["latency"] == "3us");
+  CHECK(patched[0]["nic"]["bandwidth"] == expand_platform_preset(nlohmann::json{{"platform", {{"preset", "dgx-a100"}}}})[
+                                              "platform"]["node_groups"][0]["nic"]["bandwidth"]);
+  // An index the preset has not, or a key that is no index, is refused with the path.
+  for (const char* bad : {"platform.node_groups.1.gpu=A800-SXM4-80GB", "platform.node_groups.first.gpu=A800-SXM4-80GB"}) {
+    nlohmann::json doc = {{"platform", {{"preset", "dgx-a100"}}}};
+    set_by_path(doc, bad);
+    INFO(bad);
+    CHECK_THROWS_WITH(expand_platform_preset(doc), Catch::Contains("platform.node_groups: expected an array"));
+  }
 }
 
 TEST_CASE("every shipped preset parses, names its sources and builds", "[fabrics]")

@@ -63,14 +63,41 @@ nlohmann::json expand_platform_preset(const nlohmann::json& document)
                                   "...}}}}", file)});
   nlohmann::json platform = preset["platform"];
   // Merged by index into the preset's groups, so it must be a list; an object would replace the
-  // list and leave nothing for platform.nodes to count.
-  if (given.contains("node_groups") && !given["node_groups"].is_array())
+  // list and leave nothing for platform.nodes to count. The one object taken is the one
+  // `--set platform.node_groups.0.gpu=...` builds on a scenario that names a preset: keys that
+  // are indices of the preset's groups, each a patch of its group.
+  auto indexed = [&platform](const nlohmann::json& groups) {
+    if (!groups.is_object() || groups.empty())
+      return false;
+    for (const auto& [key, value] : groups.items()) {
+      const bool digits = std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (key.empty() || key.size() > 6 || !digits)
+        return false;
+      if (std::stoul(key) >= platform["node_groups"].size())
+        return false;
+    }
+    return true;
+  };
+  if (given.contains("node_groups") && !given["node_groups"].is_array() && !indexed(given["node_groups"]))
     throw InputError({fmt::format("platform.node_groups: expected an array of node groups, each merged into the "
-                                  "preset's group of the same index, got {}",
+                                  "preset's group of the same index (or, as --set platform.node_groups.0.gpu=... "
+                                  "gives it, an object keyed by the indices of the preset's {} group{}), got {}",
+                                  platform["node_groups"].size(), platform["node_groups"].size() == 1 ? "" : "s",
                                   given["node_groups"].is_object() ? "an object" : given["node_groups"].dump())});
   for (const auto& [key, value] : given.items()) {
     if (key == "preset" || key == "nodes")
       continue;
+    if (key == "node_groups" && value.is_object()) { // by index, as checked above
+      auto& groups = platform["node_groups"];
+      for (const auto& [index, patch] : value.items()) {
+        auto& group = groups[std::stoul(index)];
+        if (group.is_object() && patch.is_object())
+          group.merge_patch(patch);
+        else
+          group = patch; // not an object: the parser names the problem
+      }
+      continue;
+    }
     if (key == "node_groups" && value.is_array()) {
       auto& groups = platform["node_groups"];
       for (size_t i = 0; i < value.size(); ++i) {

@@ -83,7 +83,8 @@ TEST_CASE("A GPU named as nvidia-smi prints it is its catalogue device", "[devic
       {"NVIDIA L40S", "L40S"},                    {"NVIDIA H20", "H20"},
       {"NVIDIA GeForce RTX 3090", "RTX-3090"},    {"NVIDIA RTX A6000", "RTX-A6000"},
       {"NVIDIA A100-PCIE-40GB", "A100-PCIe-40GB"}, {"Tesla V100-PCIE-32GB", "V100-PCIe-32GB"},
-      {"NVIDIA L40", "L40"},                      {"NVIDIA A30", "A30"}};
+      {"NVIDIA L40", "L40"},                      {"NVIDIA A30", "A30"},
+      {"NVIDIA H200 NVL", "H200-NVL"},            {"AMD Instinct MI325X", "MI325X"}};
   for (const auto& [asked, device] : known) {
     INFO(asked);
     CHECK(catalogue_device_name(asked) == device);

@@ -196,6 +196,11 @@ LinkEfficiency load_link_efficiency()
   e.nvlink_step_s = e.nvswitch_step_s;
   if (r.has("nvlink"))
     fraction("nvlink", e.nvlink, e.nvlink_step_s);
+  // xGMI likewise, where the file has no figure of its own.
+  e.xgmi        = e.nvlink;
+  e.xgmi_step_s = e.nvlink_step_s;
+  if (r.has("xgmi"))
+    fraction("xgmi", e.xgmi, e.xgmi_step_s);
   fraction("pcie", e.pcie, e.pcie_step_s);
   fraction("nic", e.nic, e.nic_step_s);
   JsonReader base             = r.object("collective_base_latency");
@@ -294,7 +299,7 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
     Problems problems;
     JsonReader r(doc, "", problems);
     // Every key the file may hold, so that a misspelt one is named with the closest of them.
-    for (const char* key : {"nvswitch", "nvlink", "pcie", "nic", "nic_kinds", "collective_base_latency", "protocols",
+    for (const char* key : {"nvswitch", "nvlink", "xgmi", "pcie", "nic", "nic_kinds", "collective_base_latency", "protocols",
                             "nccl_group_launch"})
       r.raw(key);
     // Each link entry as links.json writes it; what an entry leaves out keeps links.json's figure.
@@ -333,6 +338,8 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
     }
     if (r.has("nvlink"))
       link(r.object("nvlink"), e.nvlink, e.nvlink_step_s);
+    if (r.has("xgmi"))
+      link(r.object("xgmi"), e.xgmi, e.xgmi_step_s);
     if (r.has("pcie"))
       link(r.object("pcie"), e.pcie, e.pcie_step_s, true);
     if (r.has("nic")) {

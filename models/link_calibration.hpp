@@ -36,6 +36,7 @@ struct NicKindCost {
 struct LinkEfficiency {
   double nvswitch = 1.0; // GPU to NVSwitch (NVLink)
   double nvlink   = 1.0; // GPU to GPU over NVLink with no switch between (DGX-1's cube mesh)
+  double xgmi     = 1.0; // GPU to GPU over AMD Infinity Fabric (xGMI), a link per pair
   double pcie     = 1.0; // GPU to GPU through PCIe switches
   // GPUs without peer-to-peer (node type pcie_no_p2p): what NCCL's transfers staged through host
   // memory reach, as a fraction of the PCIe link's achieved (peer-to-peer) bandwidth; 0 = no
@@ -46,7 +47,7 @@ struct LinkEfficiency {
   // per-step hwLat: the LL protocol's flag polling and the hand-off between thread blocks),
   // seconds per GPU-to-GPU path of that type; added to the scenario's path latency of that type
   // (unless the scenario sets it to zero: an idealised, free link).
-  double nvswitch_step_s = 0, nvlink_step_s = 0, pcie_step_s = 0, nic_step_s = 0;
+  double nvswitch_step_s = 0, nvlink_step_s = 0, pcie_step_s = 0, nic_step_s = 0, xgmi_step_s = 0;
   // The NVSwitch step latency of the GPUs whose own small-message rows were measured to differ
   // from the figure above (links.json nvswitch.step_latency_by_gpu), by catalogue device name.
   std::map<std::string, double> nvswitch_step_by_gpu_s;
@@ -98,7 +99,7 @@ LinkEfficiency load_link_efficiency();
 const LinkEfficiency& link_efficiency();
 
 // A cluster's own calibration (`stepsim calibrate network -o FILE`): links.json's entries it holds
-// (nvswitch, nvlink, pcie, nic, nic_kinds.<kind>, collective_base_latency, protocols.<name>.base_latency,
+// (nvswitch, nvlink, xgmi, pcie, nic, nic_kinds.<kind>, collective_base_latency, protocols.<name>.base_latency,
 // protocols.tree and protocols.nvls_tree step_between_nodes)
 // laid over `base`. InputError names `named_by` (the option or scenario key), the file and the JSON
 // path.

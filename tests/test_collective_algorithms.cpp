@@ -555,6 +555,72 @@ TEST_CASE("NCCL's ring search finds the DGX-1 cube mesh's rings", "[collectives_
   CHECK(find_rings(cube_mesh({0, 3})).empty());
 }
 
+TEST_CASE("rings on a full mesh share no link direction, inside a node and across nodes", "[collectives_nccl]")
+{
+  // Inside one node: directed rings over all n members, no link direction twice. On 8 GPUs the
+  // seven of a decomposition of the complete directed graph (every link both ways); on 4 and 6,
+  // which have none, the most the search finds.
+  auto [n, want] = GENERATE(table<int, size_t>({{3, 2}, {4, 2}, {5, 4}, {6, 4}, {7, 6}, {8, 7}}));
+  INFO(n << " members");
+  const auto rings = mesh_rings(n);
+  CHECK(rings.size() == want);
+  std::set<std::pair<int, int>> used;
+  for (const auto& r : rings) {
+    REQUIRE(r.size() == static_cast<size_t>(n));
+    CHECK(std::set<int>(r.begin(), r.end()).size() == static_cast<size_t>(n));
+    for (size_t i = 0; i < r.size(); ++i)
+      CHECK(used.insert({r[i], r[(i + 1) % r.size()]}).second);
+  }
+  // The ring runs one lane on each, and every lane's steps pair up.
+  GroupShape node = nodes_of(1, n);
+  node.full_mesh  = true;
+  node.rings      = rings;
+  CHECK(lanes_of(CollectiveRegistry::get("ring", ""), CollectiveOp::AllReduce, node, 1e9) == static_cast<int>(want));
+  check_matching(CollectiveRegistry::get("ring", ""), CollectiveOp::AllReduce, node, 1e6);
+  CHECK(mesh_rings(2).empty());
+  CHECK(mesh_rings(9).empty()); // beyond the largest xGMI node
+}
+
+TEST_CASE("across full-mesh nodes each ring crosses a node along a path of its own", "[collectives_nccl]")
+{
+  // k paths over k members that use every link direction of the node once, one starting at each
+  // member (lane l enters by member l) and one ending at each (so each NIC carries one ring each
+  // way). None exists on 3 or 5 members: the rings keep a switch node's rotated orders there.
+  const int k = GENERATE(2, 4, 6, 7, 8);
+  INFO(k << " members a node");
+  const auto paths = mesh_paths(k);
+  REQUIRE(paths.size() == static_cast<size_t>(k));
+  std::set<std::pair<int, int>> used;
+  std::set<int> ends;
+  for (int l = 0; l < k; ++l) {
+    const auto& p = paths[static_cast<size_t>(l)];
+    REQUIRE(p.size() == static_cast<size_t>(k));
+    CHECK(p.front() == l);
+    CHECK(std::set<int>(p.begin(), p.end()).size() == static_cast<size_t>(k));
+    ends.insert(p.back());
+    for (size_t i = 0; i + 1 < p.size(); ++i)
+      CHECK(used.insert({p[i], p[i + 1]}).second);
+  }
+  CHECK(used.size() == static_cast<size_t>(k * (k - 1)));
+  CHECK(ends.size() == static_cast<size_t>(k));
+  // Three nodes of k: the ring's lanes follow the paths, and every lane's steps pair up.
+  GroupShape g  = nodes_of(3, k);
+  g.full_mesh   = true;
+  g.node_orders = paths;
+  const auto& ring = CollectiveRegistry::get("ring", "");
+  check_matching(ring, CollectiveOp::AllReduce, g, 1e6);
+  for (int lane = 0; lane < k; ++lane) {
+    const CollectiveStep s = ring.step(CollectiveOp::AllReduce, g, 1e6, lane, g.node_members[1][static_cast<size_t>(lane)], 0);
+    REQUIRE(s.sends == 1);
+    const auto& order = paths[static_cast<size_t>(lane)];
+    // Lane l enters node 1 by its member l and goes on to the next member of its path.
+    if (k > 1)
+      CHECK(g.local_rank[static_cast<size_t>(s.send_to[0])] == order[1]);
+  }
+  CHECK(mesh_paths(3).empty());
+  CHECK(mesh_paths(5).empty());
+}
+
 TEST_CASE("a ring's uncontended time in closed form is the step-by-step walk's", "[collectives]")
 {
   // The same ring without its uniform_steps declaration walks every member's every step.

@@ -154,6 +154,36 @@ TEST_CASE("a ring all-reduce on a DGX-1 cube-mesh runs NCCL's six rings over its
   CHECK(t_mesh < 2.0 * (n - 1) * (S / n / B + 2 * L) / 4); // far from the single ring
 }
 
+TEST_CASE("a ring all-reduce on an xGMI mesh lays a ring on every link, inside a node and across nodes",
+          "[node_types]")
+{
+  // An AMD Instinct node (xgmi_mesh): a link of B between every two of its 8 GPUs. RCCL lays
+  // seven directed rings over the 56 link directions (models/collectives/mesh_rings.cpp), so each
+  // of the 2(n-1) steps moves S/7/n over a link of its own: the all-reduce of a switch with 7B a
+  // GPU. A single ring would wait for one link per GPU, seven times as long.
+  const double S = 1e9;
+  const int n    = 8;
+  PlatformSpec mesh = one_node("xgmi_mesh", n, n);
+  PlatformSpec sw   = one_node("nvswitch", n, n);
+  sw.node_groups[0].intra_node.bandwidth_Bps = 7 * B;
+  const double t_mesh = ring_all_reduce_s(mesh, S);
+  CHECK(t_mesh == Approx(2.0 * (n - 1) * (S / 7 / n / B + L)).epsilon(0.02));
+  CHECK(t_mesh == Approx(ring_all_reduce_s(sw, S)).epsilon(0.02));
+  // Two GPUs have one link between them (a switch would give them 7B each); four have three
+  // links each, over which two directed rings share none (K*_4 has no decomposition into three).
+  CHECK(ring_all_reduce_s(mesh, S, {0, 1}) == Approx(2.0 * (S / 2 / B + L)).epsilon(0.02));
+  CHECK(ring_all_reduce_s(mesh, S, {0, 1, 2, 3}) == Approx(6.0 * (S / 2 / 4 / B + L)).epsilon(0.02));
+  // Two nodes, a NIC of 2B per GPU: the 8 rings cross each node along paths that share no link
+  // direction, so the xGMI links (B, each carrying one ring) bound every step, not 7 rings on one
+  // link as the rotated orders of a switch node would give.
+  mesh.node_groups[0].count = 2;
+  const int N               = 2 * n;
+  const double per_step     = S / n / N / B; // a ring's chunk over one xGMI link
+  const double t_two        = ring_all_reduce_s(mesh, S);
+  CHECK(t_two > 2.0 * (N - 1) * per_step);
+  CHECK(t_two < 1.2 * 2.0 * (N - 1) * (per_step + 4 * L));
+}
+
 TEST_CASE("a ring all-reduce across chiplets pays each step's XY route", "[node_types][chiplet]")
 {
   // A tensor-parallel group of 4 chiplets on a 4x4 mesh, with a message small enough that hop
@@ -215,6 +245,9 @@ TEST_CASE("node types refuse a GPU count or mesh they cannot build, naming the p
                                                 Catch::Contains("9 chiplets"));
   CHECK_THROWS_WITH(check_node_types(one_node("nvl72", 8)), Catch::Contains("platform.node_groups[0].gpus_per_node"));
   CHECK_THROWS_WITH(check_node_types(one_node("nvswich", 8)), Catch::Contains("did you mean \"nvswitch\""));
+  CHECK_THROWS_WITH(check_node_types(one_node("xgmi_mesh", 16)),
+                    Catch::Contains("platform.node_groups[0].intra_node.type") && Catch::Contains("at most 8 GPUs"));
+  CHECK_NOTHROW(check_node_types(one_node("xgmi_mesh", 8)));
   spec.node_groups[0].intra_node.mesh = {2, 4};
   CHECK_NOTHROW(check_node_types(spec));
 }

@@ -43,8 +43,11 @@ void describe_groups(Workload& w, const PlatformSpec& platform, const std::vecto
   const std::vector<int> node = node_of_gpu(platform);
   std::vector<char> reduces;  // per node
   std::vector<double> rate;   // per node: its NVSwitch's reduction rate per GPU (links.json)
+  std::vector<char> mesh;     // per node: a link between each two GPUs (an xGMI mesh)
   for (const auto& g : platform.node_groups) {
     const bool nvls = in_switch_reduction(g);
+    const NodeType* type = NodeTypeRegistry::find(g.intra_node.type);
+    mesh.insert(mesh.end(), static_cast<size_t>(g.count), type != nullptr && type->full_mesh ? 1 : 0);
     reduces.insert(reduces.end(), static_cast<size_t>(g.count), nvls ? 1 : 0);
     rate.insert(rate.end(), static_cast<size_t>(g.count), nvls ? link_efficiency().nvls_reduction_for(g.gpu) : 0.0);
   }
@@ -56,10 +59,13 @@ void describe_groups(Workload& w, const PlatformSpec& platform, const std::vecto
     }
     // Every member's node reduces in its NVSwitch: NVLS on one node, NVLS-tree across nodes.
     bool all_reduce_in_switch = !group.node_of_member.empty(), one_node = true;
+    bool all_mesh             = !group.node_of_member.empty();
     for (int n : group.node_of_member) {
       all_reduce_in_switch = all_reduce_in_switch && reduces.at(static_cast<size_t>(n));
+      all_mesh             = all_mesh && mesh.at(static_cast<size_t>(n));
       one_node             = one_node && n == group.node_of_member.front();
     }
+    group.full_mesh = all_mesh;
     group.in_switch_reduction  = all_reduce_in_switch;
     group.in_switch_reduction_Bps = 0;
     if (all_reduce_in_switch) // the slowest switch paces the pipelined reductions

@@ -40,7 +40,7 @@ std::vector<const char*> candidates(CollectiveOp op, const GroupShape& g)
   }
 }
 
-using Key = std::tuple<int, int, int, int, double, bool, int, double, double, double, double, double>;
+using Key = std::tuple<int, int, int, int, double, bool, int, double, double, double, double, double, bool>;
 
 const CollectiveAlgorithm& auto_pick(CollectiveOp op, const GroupShape& g, double bytes)
 {
@@ -50,7 +50,7 @@ const CollectiveAlgorithm& auto_pick(CollectiveOp op, const GroupShape& g, doubl
     return CollectiveRegistry::get(names[0], "simulation.collective_algorithm");
   Key key{static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction ? nvls_reduction(g) : -1.0,
           g.in_network_reduction, g.channels,
-          g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes};
+          g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes, g.full_mesh};
   auto [it, fresh] = cache.try_emplace(key, nullptr);
   if (!fresh)
     return *it->second;

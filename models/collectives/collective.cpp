@@ -59,6 +59,15 @@ GroupShape group_shape(const Group& group, const std::function<PathCost(int, int
   }
   g.in_switch_reduction_Bps = group.in_switch_reduction_Bps;
   g.in_network_reduction = group.in_network_reduction && g.nodes() > 1;
+  g.full_mesh            = group.full_mesh;
+  // On full-mesh nodes the rings take different links (mesh_rings.cpp): inside one node the
+  // directed rings over its members, across nodes the paths each ring takes through a node.
+  if (g.full_mesh && n > 1) {
+    if (g.nodes() == 1)
+      g.rings = mesh_rings(n);
+    else if (g.per_node > 1)
+      g.node_orders = mesh_paths(g.per_node);
+  }
   if (path && n > 1) {
     for (const auto& members : g.node_members)
       if (members.size() > 1 && g.intra.bandwidth_Bps <= 0)
@@ -67,7 +76,7 @@ GroupShape group_shape(const Group& group, const std::function<PathCost(int, int
       g.inter = path(g.node_members[0][0], g.node_members[1][0]);
     // A group on one node of direct links: the rings NCCL finds on them (at most 8 members, the
     // largest node of direct links stepsim has, the DGX-1; the search is exhaustive).
-    if (g.nodes() == 1 && n >= 3 && n <= 8) {
+    if (g.nodes() == 1 && n >= 3 && n <= 8 && !g.full_mesh) {
       std::vector<std::vector<PathCost>> cost(static_cast<size_t>(n), std::vector<PathCost>(static_cast<size_t>(n)));
       for (int a = 0; a < n; ++a)
         for (int b = 0; b < n; ++b)
@@ -365,7 +374,7 @@ double uniform_steps_seconds(const CollectiveAlgorithm& a, CollectiveOp op, cons
   std::vector<CollectiveStep> first(static_cast<size_t>(lanes) * static_cast<size_t>(n));
   std::vector<std::array<int, 4>> share(static_cast<size_t>(n), {0, 0, 0, 0});
   std::unordered_map<long long, int> to_peer; // sends of a member to one peer over all lanes
-  const bool per_peer = !g.rings.empty();
+  const bool per_peer = !g.rings.empty() || g.full_mesh;
   for (int lane = 0; lane < lanes; ++lane)
     for (int m = 0; m < n; ++m) {
       const CollectiveStep s = first[static_cast<size_t>(lane) * static_cast<size_t>(n) + static_cast<size_t>(m)] =
@@ -425,10 +434,10 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
   // Flows a member starts (receives) in one step, over all lanes, inside its node and across:
   // those of one kind leave (enter) through the same link and share it.
   std::vector<std::array<uint8_t, 4>> share(static_cast<size_t>(n) * static_cast<size_t>(K), {0, 0, 0, 0});
-  // On a node of direct links (g.rings) flows to different peers leave by different links: only
-  // those to the same peer share one (counted per sender, step and peer).
+  // On a node of direct links (g.rings, a full mesh) flows to different peers leave by different
+  // links: only those to the same peer share one (counted per sender, step and peer).
   std::unordered_map<long long, int> to_peer;
-  const bool per_peer = !g.rings.empty();
+  const bool per_peer = !g.rings.empty() || g.full_mesh;
   auto peer_key = [n, K](int m, int k, int peer) { return (static_cast<long long>(m) * K + k) * n + peer; };
   // Lanes that rotate the first `walked` inside every node take as long as those (a tree over
   // 1,024 GPUs: 2 lanes walked of 16) where each rotated pair's path costs what the pair it

@@ -87,8 +87,16 @@ struct GroupShape {
   PathCost intra, inter;         // a path inside a node and one between nodes (0 when none)
   // One node whose GPUs are joined by direct links of different reach (DGX-1's NVLink cube mesh):
   // the rings over all members that NCCL's search finds on those links (find_rings), each a
-  // member order; "ring" runs one lane on each. Empty: any order crosses the same links.
+  // member order; "ring" runs one lane on each. On a full mesh (below) the directed rings of
+  // mesh_rings. Empty: any order crosses the same links.
   std::vector<std::vector<int>> rings;
+  // Every member's node joins each two of its GPUs by a link of their own (an xGMI mesh,
+  // NodeType::full_mesh): flows to different peers leave by different links.
+  bool full_mesh = false;
+  // A group over several full-mesh nodes: the order in which ring lane l visits the members of a
+  // node, as local ranks from the one it enters by to the one it leaves by (mesh_paths, one per
+  // lane). Empty: ring lane l starts at local rank l and goes up (a switch: any order alike).
+  std::vector<std::vector<int>> node_orders;
   int nodes() const { return static_cast<int>(node_members.size()); }
 };
 
@@ -249,6 +257,18 @@ CollectiveAlgorithm collective_choice(const std::string& all, const std::map<std
 // per direction, each ring run in both directions; empty when every pair is joined alike (a
 // switch: any order is as good), when some member has no direct link, or for fewer than 3 members.
 std::vector<std::vector<int>> find_rings(const std::vector<std::vector<PathCost>>& cost);
+
+// The rings on a full mesh of n GPUs (a link per pair, both directions, all alike): the largest set
+// found of directed rings over all n that share no link in one direction, as RCCL lays its rings
+// over an MI300X's xGMI links (seven on eight GPUs, each link once each way: a single ring would
+// use one of each GPU's seven links). At most 8 members (the search is exhaustive, with a budget);
+// empty below 3.
+std::vector<std::vector<int>> mesh_rings(int n);
+// The orders in which the rings of a group spanning full-mesh nodes cross a node of k members:
+// k directed paths over all k (as local ranks) that share no link in one direction, each entering
+// by a different member and leaving by a different one, so that every member's NIC carries one
+// ring each way and every xGMI link one ring each way. Empty when none is found (k < 2 or k > 8).
+std::vector<std::vector<int>> mesh_paths(int k);
 
 // Chunks a pipelined algorithm cuts a lane's share into: NCCL moves a channel's data in slots of
 // NCCL_BUFFSIZE / NCCL_STEPS = 4 MiB / 8 = 512 KiB; capped to keep the replay small.

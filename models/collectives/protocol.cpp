@@ -257,11 +257,12 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
                                    double bytes)
 {
   using Key = std::tuple<std::vector<const CollectiveAlgorithm*>, std::vector<Protocol>, int, int, int, int, double, int,
-                         double, double, double, double, double, std::vector<std::vector<int>>, double, bool>;
+                         double, double, double, double, double, std::vector<std::vector<int>>, double, bool, bool,
+                         std::vector<std::vector<int>>>;
   static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key
   Key key{algorithms, allowed,           static_cast<int>(op), g.n,  g.nodes(), g.per_node, g.in_switch_reduction ? nvls_reduction(g) : -1.0,
           g.channels, g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes,
-          g.rings,    g.nic_feed_ratio,      g.amd_hosts};
+          g.rings,    g.nic_feed_ratio,      g.amd_hosts,        g.full_mesh, g.node_orders};
   if (auto it = cache.find(key); it != cache.end())
     return *it->second;
   // Timing a candidate may throw (an algorithm that cannot run the group): nothing is cached then.

@@ -8,7 +8,10 @@
 // (or simulation.nccl_channels): ring c visits each node's members starting at its c-th, so it
 // enters the node at member c and leaves it at member c-1, and over the k rings every member's
 // NIC sends and receives one ring's share, S/k. With one ring a cross-node all-reduce would go
-// through one NIC per node boundary. A group inside one node, or with one member per node, runs
+// through one NIC per node boundary. On nodes whose GPUs are joined pairwise (an xGMI full mesh),
+// ring c crosses a node along a path of its own (GroupShape::node_orders, mesh_rings.cpp), so that
+// the k rings use every link of the node once in each direction as they do every NIC; inside one
+// such node the rings are mesh_rings'. A group inside one node, or with one member per node, runs
 // one ring in group order (on an NVSwitch every ring crosses the same links), except a node whose
 // GPUs are joined by direct links of different reach (DGX-1's NVLink hybrid cube mesh): there
 // NCCL's search lays several rings over the links (src/graph/search.cc, ncclTopoCompute with the
@@ -54,6 +57,14 @@ const std::vector<int>& laid_ring(const GroupShape& g, int lane)
 // Position of a member in ring `lane`, and the member at a position.
 bool spread(const GroupShape& g) { return g.nodes() > 1 && g.per_node > 1; }
 
+// Ring lane `lane`'s way through a node of full-mesh links (GroupShape::node_orders), when given.
+const std::vector<int>* node_order(const GroupShape& g, int lane)
+{
+  if (g.node_orders.size() != static_cast<size_t>(g.per_node))
+    return nullptr;
+  return &g.node_orders[static_cast<size_t>(lane % g.per_node)];
+}
+
 int ring_position(const GroupShape& g, int lane, int member)
 {
   if (laid(g)) {
@@ -62,9 +73,12 @@ int ring_position(const GroupShape& g, int lane, int member)
   }
   if (!spread(g))
     return member;
-  const int k = g.per_node;
-  const int l = g.local_rank[static_cast<size_t>(member)];
-  return g.node_of_member[static_cast<size_t>(member)] * k + ((l - lane) % k + k) % k;
+  const int k    = g.per_node;
+  const int l    = g.local_rank[static_cast<size_t>(member)];
+  const int node = g.node_of_member[static_cast<size_t>(member)];
+  if (const auto* order = node_order(g, lane))
+    return node * k + static_cast<int>(std::find(order->begin(), order->end(), l) - order->begin());
+  return node * k + ((l - lane) % k + k) % k;
 }
 
 int ring_member(const GroupShape& g, int lane, int position)
@@ -74,8 +88,11 @@ int ring_member(const GroupShape& g, int lane, int position)
     return laid_ring(g, lane)[static_cast<size_t>(position)];
   if (!spread(g))
     return position;
-  const int k = g.per_node;
-  return g.node_members[static_cast<size_t>(position / k)][static_cast<size_t>((position % k + lane) % k)];
+  const int k        = g.per_node;
+  const auto& node   = g.node_members[static_cast<size_t>(position / k)];
+  if (const auto* order = node_order(g, lane))
+    return node[static_cast<size_t>((*order)[static_cast<size_t>(position % k)])];
+  return node[static_cast<size_t>((position % k + lane) % k)];
 }
 
 int ring_steps(CollectiveOp op, const GroupShape& g, double bytes)

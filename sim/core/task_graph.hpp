@@ -132,6 +132,9 @@ struct Group {
   // The rate at which the members' NVSwitches reduce what one GPU pushes in, bytes per second
   // (the slowest node's; 0: links.json's nvswitch.in_switch_reduction), filled with it.
   double in_switch_reduction_Bps = 0;
+  // Every member's node joins each two of its GPUs by a link of their own (an xGMI mesh), filled
+  // by the driver with node_of_member.
+  bool full_mesh = false;
 };
 
 struct RankProgram {

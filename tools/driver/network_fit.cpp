@@ -74,7 +74,7 @@ std::vector<const NcclTestsRow*> sample(const NcclTestsLog& log, bool (*band)(do
   return picked;
 }
 
-// The figures of one link type, read and written by name: "nvswitch", "nvlink", "pcie", or a NIC kind
+// The figures of one link type, read and written by name: "nvswitch", "nvlink", "xgmi", "pcie", or a NIC kind
 // (infiniband's are links.json's `nic`, the others "nic_kinds".<kind>).
 struct LinkFigures {
   double efficiency = 1, step_s = 0;
@@ -86,6 +86,8 @@ LinkFigures figures_of(const LinkEfficiency& e, const std::string& link)
     return {e.nvswitch, e.nvswitch_step_s};
   if (link == "nvlink")
     return {e.nvlink, e.nvlink_step_s};
+  if (link == "xgmi")
+    return {e.xgmi, e.xgmi_step_s};
   if (link == "pcie")
     return {e.pcie, e.pcie_step_s};
   const NicKindCost c = e.nic_kind(link);
@@ -102,6 +104,11 @@ void set_figures(LinkEfficiency& e, const std::string& link, LinkFigures f)
   if (link == "nvlink") {
     e.nvlink        = f.efficiency;
     e.nvlink_step_s = f.step_s;
+    return;
+  }
+  if (link == "xgmi") {
+    e.xgmi        = f.efficiency;
+    e.xgmi_step_s = f.step_s;
     return;
   }
   if (link == "pcie") {
@@ -331,7 +338,7 @@ void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, 
   // ring's (NCCL's proxy, the PCIe hops to the NIC) is the cluster's: 9.5 us fitted on Azure NDv4
   // VMs, where bare-metal H100 nodes on NDR take far less. Moved alike for every protocol, so
   // that NCCL's differences between them stay.
-  const bool across  = link != "nvswitch" && link != "nvlink" && link != "pcie";
+  const bool across  = link != "nvswitch" && link != "nvlink" && link != "xgmi" && link != "pcie";
   const auto tree_at = e.tree_step_between_s;
   auto set_tree_step = [tree_at](LinkEfficiency& candidate, double ll) {
     for (size_t i = 0; i < tree_at.size(); ++i)
@@ -469,7 +476,10 @@ NetworkFit fit_network(const NetworkFitRequest& request)
                                      c.platform.node_groups.front().intra_node.type));
         continue;
       }
-      l.fitted_link = kind == LinkClass::Pcie ? "pcie" : kind == LinkClass::NvLinkDirect ? "nvlink" : "nvswitch";
+      l.fitted_link = kind == LinkClass::Pcie           ? "pcie"
+                      : kind == LinkClass::NvLinkDirect ? "nvlink"
+                      : kind == LinkClass::Xgmi         ? "xgmi"
+                                                        : "nvswitch";
       inside.push_back(&c);
     }
   }
@@ -530,7 +540,8 @@ NetworkFit fit_network(const NetworkFitRequest& request)
   if (!launch_logs.empty())
     e.group_launch_per_gpu_s = round_to(launch, 1e-8);
   // Inside a node first: the NIC's rows run over those links too.
-  for (const std::string& link : {std::string("nvswitch"), std::string("nvlink"), std::string("pcie")}) {
+  for (const std::string& link :
+       {std::string("nvswitch"), std::string("nvlink"), std::string("xgmi"), std::string("pcie")}) {
     std::vector<Case*> group;
     for (Case* c : inside)
       if (c->fit->fitted_link == link)
@@ -616,7 +627,8 @@ NetworkFit fit_network(const NetworkFitRequest& request)
     file["fitted_on"].push_back(l.log.path);
   for (const auto& link : fitted_links) {
     const auto entry = link_entry(figures_of(fit.after, link), logs_text);
-    if (link == "nvswitch" || link == "nvlink" || link == "pcie" || link == nic_kind_names().front())
+    if (link == "nvswitch" || link == "nvlink" || link == "xgmi" || link == "pcie" ||
+        link == nic_kind_names().front())
       file[link == nic_kind_names().front() ? "nic" : link] = entry;
     else
       file["nic_kinds"][link] = entry;

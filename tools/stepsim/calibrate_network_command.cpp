@@ -64,8 +64,10 @@ int run_network(const NetworkOptions& o)
   auto figure = [&](const char* name, double before, double after, bool time) {
     if (before == after)
       return;
+    // Microseconds as printed: a fit's shift that rounds to nothing reads "0.000", not "-0.000".
+    auto us = [](double s) { return std::abs(s * 1e6) < 5e-4 ? 0.0 : s * 1e6; };
     if (time)
-      fmt::print("{:<24}{:>10.3f}us{:>10.3f}us\n", name, before * 1e6, after * 1e6);
+      fmt::print("{:<24}{:>10.3f}us{:>10.3f}us\n", name, us(before), us(after));
     else
       fmt::print("{:<24}{:>12.4f}{:>12.4f}\n", name, before, after);
   };
@@ -74,6 +76,8 @@ int run_network(const NetworkOptions& o)
   figure("nvswitch step_latency", b.nvswitch_step_s, a.nvswitch_step_s, true);
   figure("nvlink efficiency", b.nvlink, a.nvlink, false);
   figure("nvlink step_latency", b.nvlink_step_s, a.nvlink_step_s, true);
+  figure("xgmi efficiency", b.xgmi, a.xgmi, false);
+  figure("xgmi step_latency", b.xgmi_step_s, a.xgmi_step_s, true);
   figure("pcie efficiency", b.pcie, a.pcie, false);
   figure("pcie step_latency", b.pcie_step_s, a.pcie_step_s, true);
   figure("nic efficiency", b.nic, a.nic, false);

@@ -179,6 +179,7 @@ nlohmann::json describe(const Scenario& s)
                      {"link_efficiency",
                       {{"nvswitch", efficiency.nvswitch},
                        {"nvlink", efficiency.nvlink},
+                       {"xgmi", efficiency.xgmi},
                        {"pcie", efficiency.pcie},
                        {"nic", efficiency.nic}}},
                      {"node_groups", nlohmann::json::array()},
@@ -257,8 +258,10 @@ void print_text(const nlohmann::json& d)
   if (d["nodes"].get<int>() > 1)
     fmt::print("{}", fabric_text(f));
   const auto& e = d["link_efficiency"];
-  fmt::print("  bandwidths are per direction, rated x achieved fraction (nvswitch {:g}, nvlink {:g}, pcie {:g}, nic {:g})\n",
-             e["nvswitch"].get<double>(), e["nvlink"].get<double>(), e["pcie"].get<double>(), e["nic"].get<double>());
+  fmt::print("  bandwidths are per direction, rated x achieved fraction (nvswitch {:g}, nvlink {:g}, xgmi {:g}, pcie {:g}, "
+             "nic {:g})\n",
+             e["nvswitch"].get<double>(), e["nvlink"].get<double>(), e["xgmi"].get<double>(), e["pcie"].get<double>(),
+             e["nic"].get<double>());
   fmt::print("\nlinks{}\n", d["fully_built"].get<bool>() ? "" : " (large platform: built for the first GPU of each node only)");
   fmt::print("  {:<28} {:>7} {:>14} {:>10}\n", "kind", "count", "bandwidth", "latency");
   for (const auto& k : d["link_kinds"])

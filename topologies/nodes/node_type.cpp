@@ -178,8 +178,8 @@ PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEff
 {
   PlatformSpec achieved = platform;
   for (auto& g : achieved.node_groups) {
-    // NVSwitch node types take the NVSwitch figure, direct NVLink meshes the NVLink one, PCIe ones
-    // the PCIe figure; a chiplet mesh has no measurement to take one from, so its links keep their
+    // NVSwitch node types take the NVSwitch figure, direct NVLink meshes the NVLink one, xGMI
+    // meshes the xGMI one, PCIe ones the PCIe figure; a chiplet mesh has no measurement to take one from, so its links keep their
     // rated bandwidth.
     const NodeType* type = NodeTypeRegistry::find(g.intra_node.type);
     const LinkClass link = type != nullptr ? type->link_class : LinkClass::NvLink;
@@ -192,6 +192,9 @@ PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEff
     } else if (link == LinkClass::NvLinkDirect) {
       g.intra_node.bandwidth_Bps *= efficiency.nvlink;
       g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.nvlink_step_s : 0;
+    } else if (link == LinkClass::Xgmi) {
+      g.intra_node.bandwidth_Bps *= efficiency.xgmi;
+      g.intra_node.latency_s += g.intra_node.latency_s > 0 ? efficiency.xgmi_step_s : 0;
     }
     // Each NIC kind its own figures (links.json "nic_kinds"); infiniband's are `nic`'s.
     const NicKindCost nic = efficiency.nic_kind(g.nic.kind);

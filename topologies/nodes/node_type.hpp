@@ -78,6 +78,7 @@ enum class LinkClass : uint8_t {
   NvLink,       // NVLink through NVSwitches: the "nvswitch" figure
   NvLinkDirect, // NVLink straight between GPUs, no switch (DGX-1's cube mesh): the "nvlink" figure
   Pcie,         // PCIe, direct or through switches: the "pcie" figure
+  Xgmi,         // AMD Infinity Fabric (xGMI) straight between GPUs: the "xgmi" figure
   Rated,        // no measurement to take one from (a chiplet mesh): the rated bandwidth
 };
 
@@ -102,6 +103,10 @@ struct NodeType {
   // intra_node.bandwidth is not given, the GPU's device file's nvlink_bandwidth, when it has one,
   // comes before rated_bandwidth_Bps (an H800's 200 GB/s, an H100's 450, not the A100's 300).
   bool rated_by_device = false;
+  // Every two GPUs are joined by a link of their own, all of one width (an AMD Instinct node's
+  // xGMI mesh): a ring uses one link between each two neighbours, so the collectives lay their
+  // lanes over different links (GroupShape::full_mesh).
+  bool full_mesh = false;
 };
 using NodeTypeRegistry = Registry<NodeType>;
 

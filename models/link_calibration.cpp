@@ -299,8 +299,8 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
     Problems problems;
     JsonReader r(doc, "", problems);
     // Every key the file may hold, so that a misspelt one is named with the closest of them.
-    for (const char* key : {"nvswitch", "nvlink", "xgmi", "pcie", "nic", "nic_kinds", "collective_base_latency", "protocols",
-                            "nccl_group_launch"})
+    for (const char* key : {"nvswitch", "nvlink", "xgmi", "pcie", "nic", "nic_kinds", "collective_base_latency",
+                            "protocols", "nccl_group_launch"})
       r.raw(key);
     // Each link entry as links.json writes it; what an entry leaves out keeps links.json's figure.
     auto link = [&](JsonReader l, double& efficiency, double& step, bool pcie = false) {

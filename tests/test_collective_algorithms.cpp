@@ -610,12 +610,12 @@ TEST_CASE("across full-mesh nodes each ring crosses a node along a path of its o
   const auto& ring = CollectiveRegistry::get("ring", "");
   check_matching(ring, CollectiveOp::AllReduce, g, 1e6);
   for (int lane = 0; lane < k; ++lane) {
-    const CollectiveStep s = ring.step(CollectiveOp::AllReduce, g, 1e6, lane, g.node_members[1][static_cast<size_t>(lane)], 0);
+    const int member       = g.node_members[1][static_cast<size_t>(lane)];
+    const CollectiveStep s = ring.step(CollectiveOp::AllReduce, g, 1e6, lane, member, 0);
     REQUIRE(s.sends == 1);
     const auto& order = paths[static_cast<size_t>(lane)];
     // Lane l enters node 1 by its member l and goes on to the next member of its path.
-    if (k > 1)
-      CHECK(g.local_rank[static_cast<size_t>(s.send_to[0])] == order[1]);
+    CHECK(g.local_rank[static_cast<size_t>(s.send_to[0])] == order[1]);
   }
   CHECK(mesh_paths(3).empty());
   CHECK(mesh_paths(5).empty());

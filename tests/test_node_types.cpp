@@ -48,7 +48,8 @@ std::vector<std::string> names(std::initializer_list<const char*> links)
   return {links.begin(), links.end()};
 }
 
-double ring_all_reduce_s(const PlatformSpec& spec, double bytes, std::vector<int> members = {})
+double collective_s(const PlatformSpec& spec, CollectiveOp op, const char* algorithm, double bytes,
+                    std::vector<int> members = {})
 {
   if (members.empty()) {
     members.resize(static_cast<size_t>(spec.total_gpus()));
@@ -57,10 +58,15 @@ double ring_all_reduce_s(const PlatformSpec& spec, double bytes, std::vector<int
   return testing::in_child([&] {
            auto engine     = testing::start_engine();
            BuiltPlatform p = build_platform(spec);
-           Workload w = collective_workload(spec, members, CollectiveOp::AllReduce, bytes);
-           return nlohmann::json(replay(w, p.gpus, CollectiveRegistry::get("ring", "")).end_s);
+           Workload w = collective_workload(spec, members, op, bytes);
+           return nlohmann::json(replay(w, p.gpus, CollectiveRegistry::get(algorithm, "")).end_s);
          })
       .get<double>();
+}
+
+double ring_all_reduce_s(const PlatformSpec& spec, double bytes, std::vector<int> members = {})
+{
+  return collective_s(spec, CollectiveOp::AllReduce, "ring", bytes, std::move(members));
 }
 
 } // namespace
@@ -173,6 +179,10 @@ TEST_CASE("a ring all-reduce on an xGMI mesh lays a ring on every link, inside a
   // links each, over which two directed rings share none (K*_4 has no decomposition into three).
   CHECK(ring_all_reduce_s(mesh, S, {0, 1}) == Approx(2.0 * (S / 2 / B + L)).epsilon(0.02));
   CHECK(ring_all_reduce_s(mesh, S, {0, 1, 2, 3}) == Approx(6.0 * (S / 2 / 4 / B + L)).epsilon(0.02));
+  // An all-to-all sends to every peer at once, each over its own link (models/collectives/
+  // direct.cpp): one step of S/n per link, where one peer at a time would take seven.
+  CHECK(collective_s(mesh, CollectiveOp::AllToAll, "direct", S) == Approx(S / n / B + L).epsilon(0.02));
+  CHECK(collective_s(sw, CollectiveOp::AllToAll, "direct", S) == Approx(7 * (S / n / (7 * B) + L)).epsilon(0.02));
   // Two nodes, a NIC of 2B per GPU: the 8 rings cross each node along paths that share no link
   // direction, so the xGMI links (B, each carrying one ring) bound every step, not 7 rings on one
   // link as the rotated orders of a switch node would give.

@@ -258,8 +258,8 @@ void print_text(const nlohmann::json& d)
   if (d["nodes"].get<int>() > 1)
     fmt::print("{}", fabric_text(f));
   const auto& e = d["link_efficiency"];
-  fmt::print("  bandwidths are per direction, rated x achieved fraction (nvswitch {:g}, nvlink {:g}, xgmi {:g}, pcie {:g}, "
-             "nic {:g})\n",
+  fmt::print("  bandwidths are per direction, rated x achieved fraction (nvswitch {:g}, nvlink {:g}, xgmi {:g}, "
+             "pcie {:g}, nic {:g})\n",
              e["nvswitch"].get<double>(), e["nvlink"].get<double>(), e["xgmi"].get<double>(), e["pcie"].get<double>(),
              e["nic"].get<double>());
   fmt::print("\nlinks{}\n", d["fully_built"].get<bool>() ? "" : " (large platform: built for the first GPU of each node only)");

@@ -179,8 +179,8 @@ PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEff
   PlatformSpec achieved = platform;
   for (auto& g : achieved.node_groups) {
     // NVSwitch node types take the NVSwitch figure, direct NVLink meshes the NVLink one, xGMI
-    // meshes the xGMI one, PCIe ones the PCIe figure; a chiplet mesh has no measurement to take one from, so its links keep their
-    // rated bandwidth.
+    // meshes the xGMI one, PCIe ones the PCIe figure; a chiplet mesh has no measurement to take
+    // one from, so its links keep their rated bandwidth.
     const NodeType* type = NodeTypeRegistry::find(g.intra_node.type);
     const LinkClass link = type != nullptr ? type->link_class : LinkClass::NvLink;
     if (link == LinkClass::Pcie) {

@@ -6,11 +6,11 @@
 // all-gather costs (n-1)·(α + S/(nB)), the ring's cost, but with one hop instead of n-1 for any
 // one chunk; on a fabric where distance costs (several leaves) the rotation spreads the load.
 //
-// On full-mesh nodes (an AMD Instinct node's xGMI links, GroupShape::full_mesh) the n-1 sends run
-// side by side instead, one lane each (lane l: to m+l+1), in one step (an all-reduce two): NCCL
-// and RCCL post all of an all-to-all's sends and receives in one group (nccl-tests' alltoall,
-// PyTorch's all_to_all_single: ncclGroupStart, ncclSend/ncclRecv to every peer, ncclGroupEnd)
-// and run them over their channels at once. On a switch that changes nothing but the latency the
+// Inside one full-mesh node (an AMD Instinct node's xGMI links, GroupShape::full_mesh) the n-1
+// sends run side by side instead, one lane each (lane l: to m+l+1), in one step (an all-reduce
+// two): NCCL and RCCL post all of an all-to-all's sends and receives in one group (nccl-tests'
+// alltoall, PyTorch's all_to_all_single: ncclGroupStart, ncclSend/ncclRecv to every peer,
+// ncclGroupEnd) and run them over their channels at once. On a switch that changes nothing but the latency the
 // steps pay in turn (every flow crosses the GPU's one link), so the rotation stays there; on a
 // mesh each peer has its own link, and one peer at a time would leave six of an MI300X's seven
 // idle (45 GB/s of bus bandwidth instead of seven links' worth).
@@ -22,8 +22,10 @@
 namespace stepsim {
 namespace {
 
-// The peers at once, one lane each (see the header).
-bool side_by_side(const GroupShape& g) { return g.full_mesh && g.n > 1; }
+// The peers at once, one lane each (see the header). Inside one node: across nodes most of the
+// bytes cross the NICs, which the rotation shares as it does on switch nodes, and n-1 lanes of n
+// flows each at once would grow with the square of the group.
+bool side_by_side(const GroupShape& g) { return g.full_mesh && g.n > 1 && g.nodes() == 1; }
 
 int direct_lanes(CollectiveOp, const GroupShape& g, double) { return side_by_side(g) ? g.n - 1 : 1; }
 
@@ -58,8 +60,8 @@ CollectiveStep direct_step(CollectiveOp op, const GroupShape& g, double bytes, i
 
 const bool registered = CollectiveRegistry::add(
     "direct",
-    "each member sends its S/n chunk straight to every peer, one peer per step (n-1 steps; all-reduce 2(n-1)); on "
-    "full-mesh nodes to every peer at once",
+    "each member sends its S/n chunk straight to every peer, one peer per step (n-1 steps; all-reduce 2(n-1)); in a "
+    "full-mesh node to every peer at once",
     CollectiveAlgorithm{"direct", direct_lanes, direct_steps, direct_step, {}});
 
 } // namespace

@@ -258,6 +258,9 @@ TEST_CASE("node types refuse a GPU count or mesh they cannot build, naming the p
   CHECK_THROWS_WITH(check_node_types(one_node("xgmi_mesh", 16)),
                     Catch::Contains("platform.node_groups[0].intra_node.type") && Catch::Contains("at most 8 GPUs"));
   CHECK_NOTHROW(check_node_types(one_node("xgmi_mesh", 8)));
+  // A name that is a whole part of a type's name is taken for it, before a near spelling ("dgx2").
+  CHECK_THROWS_WITH(check_node_types(one_node("xgmi", 8)), Catch::Contains("did you mean \"xgmi_mesh\""));
+  CHECK_THROWS_WITH(check_node_types(one_node("cube_mesh", 8)), Catch::Contains("did you mean \"dgx1_cube_mesh\""));
   spec.node_groups[0].intra_node.mesh = {2, 4};
   CHECK_NOTHROW(check_node_types(spec));
 }

@@ -59,6 +59,21 @@ void Problems::throw_if_any() const
 
 std::string closest_name(const std::string& word, const std::vector<std::string>& candidates)
 {
+  // A candidate of which the word is a whole part ("xgmi" of "xgmi_mesh", "cube_mesh" of
+  // "dgx1_cube_mesh") before one merely spelled near it ("dgx2" is as near to "xgmi"): the
+  // shortest such.
+  auto separator = [](char c) { return c == '_' || c == '-' || c == '.'; };
+  std::string part;
+  if (word.size() >= 3)
+    for (const auto& c : candidates)
+      for (size_t at = c.find(word); at != std::string::npos; at = c.find(word, at + 1)) {
+        const size_t end = at + word.size();
+        if ((at == 0 || separator(c[at - 1])) && (end == c.size() || separator(c[end])) && c != word &&
+            (part.empty() || c.size() < part.size()))
+          part = c;
+      }
+  if (!part.empty())
+    return part;
   std::string best;
   size_t best_distance = std::max<size_t>(3, word.size() / 2) + 1;
   for (const auto& c : candidates) {

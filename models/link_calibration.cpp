@@ -211,6 +211,16 @@ LinkEfficiency load_link_efficiency()
   base.reject_unknown_keys();
   if (r.has("nccl_group_launch"))
     e.group_launch_per_gpu_s = read_group_launch(r.object("nccl_group_launch"), 0.0);
+  if (r.has("msccl")) {
+    JsonReader m   = r.object("msccl");
+    e.msccl_base_s = m.time("base_latency", 0.0);
+    if (e.msccl_base_s > 1e-3)
+      problems.add(m.path_of("base_latency"), "expected a base latency below 1 ms");
+    m.raw("description");
+    m.raw("base_latency_source");
+    m.raw("source");
+    m.reject_unknown_keys();
+  }
   if (r.has("protocols")) {
     JsonReader protocols = r.object("protocols");
     protocols.raw("description");
@@ -300,7 +310,7 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
     JsonReader r(doc, "", problems);
     // Every key the file may hold, so that a misspelt one is named with the closest of them.
     for (const char* key : {"nvswitch", "nvlink", "xgmi", "pcie", "nic", "nic_kinds", "collective_base_latency",
-                            "protocols", "nccl_group_launch"})
+                            "protocols", "nccl_group_launch", "msccl"})
       r.raw(key);
     // Each link entry as links.json writes it; what an entry leaves out keeps links.json's figure.
     auto link = [&](JsonReader l, double& efficiency, double& step, bool pcie = false) {
@@ -373,6 +383,15 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
     }
     if (r.has("nccl_group_launch")) // the cluster's host, from its logs run with nccl-tests -g N
       e.group_launch_per_gpu_s = read_group_launch(r.object("nccl_group_launch"), e.group_launch_per_gpu_s);
+    if (r.has("msccl")) { // RCCL's MSCCL program's own cost
+      JsonReader m   = r.object("msccl");
+      e.msccl_base_s = m.time("base_latency", e.msccl_base_s);
+      if (e.msccl_base_s > 1e-3)
+        problems.add(m.path_of("base_latency"), "expected a base latency below 1 ms");
+      m.raw("base_latency_source");
+      m.raw("source");
+      m.reject_unknown_keys();
+    }
     if (r.has("protocols")) { // each protocol's base latency per algorithm (links.json "protocols")
       JsonReader protocols = r.object("protocols");
       const char* names[]  = {"LL", "LL128", "Simple"};

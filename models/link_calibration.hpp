@@ -54,6 +54,10 @@ struct LinkEfficiency {
   double nvswitch_step_for(const std::string& gpu) const;
   // NCCL's fixed cost of one collective (its tuner's baseLat: kernel launch and set-up), seconds.
   double collective_base_latency_s = 0;
+  // What RCCL's MSCCL all-pairs program (models/collectives/msccl.cpp) costs beyond its
+  // protocol's base latency (links.json msccl.base_latency): its kernel's set-up and the
+  // synchronisation of its thread blocks, seconds.
+  double msccl_base_s = 0;
   // What one host thread spends per GPU when it enqueues a collective on several GPUs in one
   // group (nccl-tests -g N: ncclGroupStart, one call per GPU, ncclGroupEnd), seconds; 0 = no
   // figure. Not a cost of the network: a benchmark harness's (tools/driver/collective_bench.hpp

@@ -264,3 +264,33 @@ TEST_CASE("stepsim collective: intra_node.nvls false runs neither NVLS nor NVLS-
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("platform.node_groups[0].intra_node.nvls") != std::string::npos);
 }
+
+TEST_CASE("stepsim collective: an 8-GPU AMD node runs RCCL's MSCCL all-pairs all-reduce up to 16 MiB")
+{
+  // RCCL hands an 8-GPU all-reduce of up to 16 MiB to its all-pairs MSCCL programs (LL below
+  // 512 KiB, Simple from there; models/collectives/msccl.cpp) before its tuner; larger ones, other
+  // group sizes and intra_node.msccl false (RCCL_MSCCL_ENABLE=0) run the tuner's ring.
+  const std::string base = "collective --preset azure-nd-mi300x-v5 --nodes 1 --sizes 8KB,1MB,16MiB,64MiB";
+  const auto on = rows_of(testing::run_stepsim(base).output);
+  REQUIRE(on.size() == 4);
+  CHECK(on[0].picked == "msccl_allpairs/LL");
+  CHECK(on[1].picked == "msccl_allpairs/Simple");
+  CHECK(on[2].picked == "msccl_allpairs/Simple");
+  CHECK(on[3].picked.rfind("ring/", 0) == 0);
+  const auto off = rows_of(testing::run_stepsim(base + " --set platform.node_groups.0.intra_node.msccl=false").output);
+  REQUIRE(off.size() == 4);
+  for (const auto& r : off)
+    CHECK(r.picked.rfind("ring/", 0) == 0);
+  // Two exchanges side by side beat the ring's 14 steps on a small message.
+  CHECK(on[0].time_us < off[0].time_us);
+  const auto four = rows_of(testing::run_stepsim(base + " --gpus 4").output);
+  REQUIRE(four.size() == 4);
+  CHECK(four[0].picked.rfind("ring/", 0) == 0);
+  // A forced algorithm is what the user asked for.
+  const auto ring = rows_of(testing::run_stepsim(base + " --algorithm ring").output);
+  REQUIRE(ring.size() == 4);
+  CHECK(ring[0].picked.rfind("ring/", 0) == 0);
+  const auto bad = testing::run_stepsim(base + " --set platform.node_groups.0.intra_node.msccl=yes");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("platform.node_groups[0].intra_node.msccl") != std::string::npos);
+}

@@ -116,8 +116,8 @@ const std::map<std::string, Bound>& bounds()
       {"autodl_2x2080ti_pcie3_noP2P_all_gather", {17.5, 18.3}},
       {"autodl_2x2080ti_pcie3_noP2P_alltoall", {12.5, 9.7}},
       // AMD Instinct nodes on their xGMI mesh (links.json xgmi, fitted on these rows >= 64 MiB); the
-      // small rows run RCCL's MSCCL kernels, not modelled (links.json xgmi.step_latency_source).
-      {"amd_aac8_mi300x_1node_allreduce", {0.4, 35.7}},
+      // small rows run RCCL's MSCCL all-pairs programs (links.json msccl, fitted on them).
+      {"amd_aac8_mi300x_1node_allreduce", {0.4, 5.6}},
       {"amd_aac11_mi325x_1node_allreduce_ring", {0.3, -1}},
   };
   return b;

@@ -44,10 +44,12 @@ void describe_groups(Workload& w, const PlatformSpec& platform, const std::vecto
   std::vector<char> reduces;  // per node
   std::vector<double> rate;   // per node: its NVSwitch's reduction rate per GPU (links.json)
   std::vector<char> mesh;     // per node: a link between each two GPUs (an xGMI mesh)
+  std::vector<char> msccl;    // per node: its RCCL runs MSCCL's programs (intra_node.msccl)
   for (const auto& g : platform.node_groups) {
     const bool nvls = in_switch_reduction(g);
     const NodeType* type = NodeTypeRegistry::find(g.intra_node.type);
     mesh.insert(mesh.end(), static_cast<size_t>(g.count), type != nullptr && type->full_mesh ? 1 : 0);
+    msccl.insert(msccl.end(), static_cast<size_t>(g.count), g.intra_node.msccl ? 1 : 0);
     reduces.insert(reduces.end(), static_cast<size_t>(g.count), nvls ? 1 : 0);
     rate.insert(rate.end(), static_cast<size_t>(g.count), nvls ? link_efficiency().nvls_reduction_for(g.gpu) : 0.0);
   }
@@ -66,6 +68,7 @@ void describe_groups(Workload& w, const PlatformSpec& platform, const std::vecto
       one_node             = one_node && n == group.node_of_member.front();
     }
     group.full_mesh = all_mesh;
+    group.msccl     = all_mesh && one_node && msccl.at(static_cast<size_t>(group.node_of_member.front()));
     group.in_switch_reduction  = all_reduce_in_switch;
     group.in_switch_reduction_Bps = 0;
     if (all_reduce_in_switch) // the slowest switch paces the pipelined reductions

@@ -93,6 +93,8 @@ struct GroupShape {
   // Every member's node joins each two of its GPUs by a link of their own (an xGMI mesh,
   // NodeType::full_mesh): flows to different peers leave by different links.
   bool full_mesh = false;
+  // The members' one full-mesh node runs RCCL's MSCCL programs (Group::msccl; msccl.cpp).
+  bool msccl = false;
   // A group over several full-mesh nodes: the order in which ring lane l visits the members of a
   // node, as local ranks from the one it enters by to the one it leaves by (mesh_paths, one per
   // lane). Empty: ring lane l starts at local rank l and goes up (a switch: any order alike).

@@ -136,7 +136,8 @@ static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, con
   if (inside > 0 || between > 0)
     steps = uncontended_seconds(
         a, op, g, walked, [&](int x, int y) { return PathCost{same_node(g, x, y) ? inside : between, 0.0}; }, true);
-  return base_latency(*a.bare, c) + steps;
+  const double msccl = a.bare->name == kMscclAllPairs ? link_efficiency().msccl_base_s : 0.0;
+  return base_latency(*a.bare, c) + msccl + steps;
 }
 
 double planned_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)
@@ -328,6 +329,10 @@ CollectiveAlgorithm with_protocol_choice(const CollectiveAlgorithm& chosen, cons
   const CollectiveAlgorithm* plain = chosen.pick ? nullptr : &CollectiveRegistry::get(chosen.name, path);
   CollectiveAlgorithm c = chosen;
   c.pick = [chosen, plain, allowed](CollectiveOp op, const GroupShape& g, double bytes) -> const CollectiveAlgorithm& {
+    // RCCL hands a collective to an MSCCL program whose window holds it before its tuner runs.
+    if (chosen.candidates && allowed.empty())
+      if (const CollectiveAlgorithm* m = msccl_program(op, g, bytes))
+        return *m;
     std::vector<const CollectiveAlgorithm*> algorithms;
     if (plain != nullptr)
       algorithms.push_back(plain);

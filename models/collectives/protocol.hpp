@@ -60,9 +60,17 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
 
 // `chosen` (a registered name, "auto" or a per-type choice) with its protocol picked per
 // collective: simulation.nccl_protocol "auto" (the fastest, like NCCL's tuner) or one forced for
-// every collective ("LL", "LL128", "Simple"). Throws InputError at `path` for an unknown name.
+// every collective ("LL", "LL128", "Simple"). Throws InputError at `path` for an unknown name. Under
+// `auto` with the protocol left to it, RCCL's MSCCL programs come first (msccl_program).
 // Without protocol costs (no links.json) the algorithms run bare.
 CollectiveAlgorithm with_protocol_choice(const CollectiveAlgorithm& chosen, const std::string& protocol,
                                          const std::string& path);
+
+// The MSCCL program RCCL runs `op` of `bytes` with on the group (models/collectives/msccl.cpp), as
+// an algorithm with its protocol, or null where none applies. `auto` takes it before the tuner.
+const CollectiveAlgorithm* msccl_program(CollectiveOp op, const GroupShape& g, double bytes);
+// The registered name of RCCL's all-pairs MSCCL program, whose launch adds links.json's
+// msccl.base_latency to its protocol's base latency.
+inline constexpr const char* kMscclAllPairs = "msccl_allpairs";
 
 } // namespace stepsim

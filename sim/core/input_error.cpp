@@ -59,9 +59,21 @@ void Problems::throw_if_any() const
 
 std::string closest_name(const std::string& word, const std::vector<std::string>& candidates)
 {
-  // A candidate of which the word is a whole part ("xgmi" of "xgmi_mesh", "cube_mesh" of
-  // "dgx1_cube_mesh") before one merely spelled near it ("dgx2" is as near to "xgmi"): the
-  // shortest such.
+  std::string best;
+  size_t best_distance = std::max<size_t>(3, word.size() / 2) + 1;
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best          = c;
+    }
+  }
+  // A spelling one or two letters off is the likeliest ("moe_shared_expert" for
+  // "moe_shared_experts"). Past that, a candidate of which the word is a whole part ("xgmi" of
+  // "xgmi_mesh", "cube_mesh" of "dgx1_cube_mesh") comes before one merely spelled near it ("dgx2"
+  // is three letters from "xgmi"): the shortest such.
+  if (!best.empty() && best_distance <= 2)
+    return best;
   auto separator = [](char c) { return c == '_' || c == '-' || c == '.'; };
   std::string part;
   if (word.size() >= 3)
@@ -72,18 +84,7 @@ std::string closest_name(const std::string& word, const std::vector<std::string>
             (part.empty() || c.size() < part.size()))
           part = c;
       }
-  if (!part.empty())
-    return part;
-  std::string best;
-  size_t best_distance = std::max<size_t>(3, word.size() / 2) + 1;
-  for (const auto& c : candidates) {
-    size_t d = edit_distance(word, c);
-    if (d < best_distance) {
-      best_distance = d;
-      best          = c;
-    }
-  }
-  return best;
+  return part.empty() ? best : part;
 }
 
 } // namespace stepsim

@@ -35,9 +35,9 @@ private:
   std::vector<std::string> paths_; // the paths reported, in order
 };
 
-// The closest of `candidates` to `word`: one of which the word is a whole part, separated by "_",
-// "-" or "." ("xgmi" -> "xgmi_mesh"), else the nearest spelling (Levenshtein), or "" when nothing
-// is close enough.
+// The closest of `candidates` to `word`: a spelling one or two letters off (Levenshtein), else one
+// of which the word is a whole part, separated by "_", "-" or "." ("xgmi" -> "xgmi_mesh"), else the
+// nearest spelling, or "" when nothing is close enough.
 std::string closest_name(const std::string& word, const std::vector<std::string>& candidates);
 
 } // namespace stepsim

@@ -210,6 +210,11 @@ struct IntraNodeSpec {
   // the switch and the GPU can: false as under NCCL_NVLS_ENABLE=0, which some clouds' NCCL
   // profiles set (configs/platforms/gcp-a3-mega.json).
   bool nvls = true;
+  // Whether RCCL may run its MSCCL programs on an AMD node whose GPUs are joined pairwise
+  // (xgmi_mesh): an 8-GPU all-reduce of up to 16 MiB as an all-pairs exchange
+  // (models/collectives/msccl.cpp). On by default, as RCCL_MSCCL_ENABLE is; false as under
+  // RCCL_MSCCL_ENABLE=0, which AMD's Megatron-LM image for ROCm sets.
+  bool msccl = true;
 };
 
 // The node's CPU host ("nodeN-cpu"): its memory, and the host (PCIe) link of each GPU to it.

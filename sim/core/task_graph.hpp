@@ -135,6 +135,8 @@ struct Group {
   // Every member's node joins each two of its GPUs by a link of their own (an xGMI mesh), filled
   // by the driver with node_of_member.
   bool full_mesh = false;
+  // All members on one such node, whose RCCL runs its MSCCL programs (intra_node.msccl).
+  bool msccl = false;
 };
 
 struct RankProgram {

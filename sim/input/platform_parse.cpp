@@ -81,6 +81,7 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     spec.intra_node.gpus_per_switch =
         static_cast<int>(intra.integer("gpus_per_switch", 2, 1, kMaxGpusPerNode));
     spec.intra_node.nvls = intra.boolean("nvls", true);
+    spec.intra_node.msccl = intra.boolean("msccl", true);
     if (const auto* mesh = intra.raw("mesh")) {
       const bool ok = mesh->is_array() && mesh->size() == 2 &&
                       std::all_of(mesh->begin(), mesh->end(), [](const nlohmann::json& v) {

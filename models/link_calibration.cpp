@@ -388,6 +388,7 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
       e.msccl_base_s = m.time("base_latency", e.msccl_base_s);
       if (e.msccl_base_s > 1e-3)
         problems.add(m.path_of("base_latency"), "expected a base latency below 1 ms");
+      m.raw("description");
       m.raw("base_latency_source");
       m.raw("source");
       m.reject_unknown_keys();

@@ -38,6 +38,21 @@ double read_group_launch(JsonReader group, double current)
   return per_gpu;
 }
 
+// "msccl" (links.json and a cluster's calibration file alike): what RCCL's MSCCL all-pairs
+// program costs beyond its protocol's base latency (models/collectives/msccl.cpp); `current`
+// where the entry leaves it out.
+double read_msccl(JsonReader msccl, double current)
+{
+  const double base = msccl.time("base_latency", current);
+  if (base > 1e-3)
+    msccl.problems().add(msccl.path_of("base_latency"), "expected a base latency below 1 ms");
+  msccl.raw("description");
+  msccl.raw("base_latency_source");
+  msccl.raw("source");
+  msccl.reject_unknown_keys();
+  return base;
+}
+
 // "nic_kinds": one entry per kind of sim/input/platform_parse.hpp nic_kind_names(), each with its
 // achieved efficiency and per-step latency and their sources. infiniband's figures are the `nic`
 // entry's (the fabric they were fitted on), repeated so that every kind reads alike; a
@@ -211,16 +226,8 @@ LinkEfficiency load_link_efficiency()
   base.reject_unknown_keys();
   if (r.has("nccl_group_launch"))
     e.group_launch_per_gpu_s = read_group_launch(r.object("nccl_group_launch"), 0.0);
-  if (r.has("msccl")) {
-    JsonReader m   = r.object("msccl");
-    e.msccl_base_s = m.time("base_latency", 0.0);
-    if (e.msccl_base_s > 1e-3)
-      problems.add(m.path_of("base_latency"), "expected a base latency below 1 ms");
-    m.raw("description");
-    m.raw("base_latency_source");
-    m.raw("source");
-    m.reject_unknown_keys();
-  }
+  if (r.has("msccl"))
+    e.msccl_base_s = read_msccl(r.object("msccl"), 0.0);
   if (r.has("protocols")) {
     JsonReader protocols = r.object("protocols");
     protocols.raw("description");
@@ -383,16 +390,8 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
     }
     if (r.has("nccl_group_launch")) // the cluster's host, from its logs run with nccl-tests -g N
       e.group_launch_per_gpu_s = read_group_launch(r.object("nccl_group_launch"), e.group_launch_per_gpu_s);
-    if (r.has("msccl")) { // RCCL's MSCCL program's own cost
-      JsonReader m   = r.object("msccl");
-      e.msccl_base_s = m.time("base_latency", e.msccl_base_s);
-      if (e.msccl_base_s > 1e-3)
-        problems.add(m.path_of("base_latency"), "expected a base latency below 1 ms");
-      m.raw("description");
-      m.raw("base_latency_source");
-      m.raw("source");
-      m.reject_unknown_keys();
-    }
+    if (r.has("msccl")) // RCCL's MSCCL program's own cost, fitted on the cluster's logs
+      e.msccl_base_s = read_msccl(r.object("msccl"), e.msccl_base_s);
     if (r.has("protocols")) { // each protocol's base latency per algorithm (links.json "protocols")
       JsonReader protocols = r.object("protocols");
       const char* names[]  = {"LL", "LL128", "Simple"};

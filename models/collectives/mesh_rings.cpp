@@ -137,30 +137,31 @@ struct PathSearch {
   }
 };
 
-} // namespace
+using Orders = std::vector<std::vector<int>>;
 
-std::vector<std::vector<int>> mesh_rings(int n)
+// `make(n)` for n members from `fewest` to the largest mesh, searched once per n: the searches are
+// exhaustive, and every group of the same size asks for the same orders.
+template <class Make> Orders once_per_size(std::map<int, Orders>& cache, int n, int fewest, Make make)
 {
-  static std::map<int, std::vector<std::vector<int>>> cache;
-  if (n < 3 || n > kMostMembers)
+  if (n < fewest || n > kMostMembers)
     return {};
   if (auto it = cache.find(n); it != cache.end())
     return it->second;
+  return cache[n] = make(n);
+}
+
+Orders rings_of(int n)
+{
   CycleSearch search;
   search.n = n;
   search.used.assign(static_cast<size_t>(n), std::vector<char>(static_cast<size_t>(n), 0));
   search.grow();
-  return cache[n] = search.best;
+  return search.best;
 }
 
-std::vector<std::vector<int>> mesh_paths(int k)
+Orders paths_of(int k)
 {
-  static std::map<int, std::vector<std::vector<int>>> cache;
-  if (k < 2 || k > kMostMembers)
-    return {};
-  if (auto it = cache.find(k); it != cache.end())
-    return it->second;
-  std::vector<std::vector<int>> paths;
+  Orders paths;
   if (k % 2 == 0) {
     for (int i = 0; i < k / 2; ++i) {
       std::vector<int> p{i};
@@ -180,7 +181,21 @@ std::vector<std::vector<int>> mesh_paths(int k)
   }
   // Lane l enters the node by its member l, as the rotated orders of a switch node do.
   std::sort(paths.begin(), paths.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
-  return cache[k] = paths;
+  return paths;
+}
+
+} // namespace
+
+std::vector<std::vector<int>> mesh_rings(int n)
+{
+  static std::map<int, Orders> cache;
+  return once_per_size(cache, n, 3, rings_of);
+}
+
+std::vector<std::vector<int>> mesh_paths(int k)
+{
+  static std::map<int, Orders> cache;
+  return once_per_size(cache, k, 2, paths_of);
 }
 
 } // namespace stepsim

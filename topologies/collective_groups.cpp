@@ -45,8 +45,11 @@ void describe_groups(Workload& w, const PlatformSpec& platform, const std::vecto
   std::vector<double> rate;   // per node: its NVSwitch's reduction rate per GPU (links.json)
   std::vector<char> mesh;     // per node: a link between each two GPUs (an xGMI mesh)
   std::vector<char> msccl;    // per node: its RCCL runs MSCCL's programs (intra_node.msccl)
+  // NCCL_NVLS_ENABLE=0, or an NCCL_ALGO that enables neither NVLS nor NVLS-tree for all-reduce,
+  // leaves the switches' reduction unused (CollNet then gathers inside a node over the links).
+  const bool nvls_enabled = (platform.nccl_env.choices.algorithms[0] & (kNcclNvls | kNcclNvlsTree)) != 0;
   for (const auto& g : platform.node_groups) {
-    const bool nvls = in_switch_reduction(g);
+    const bool nvls = nvls_enabled && in_switch_reduction(g);
     const NodeType* type = NodeTypeRegistry::find(g.intra_node.type);
     mesh.insert(mesh.end(), static_cast<size_t>(g.count), type != nullptr && type->full_mesh ? 1 : 0);
     msccl.insert(msccl.end(), static_cast<size_t>(g.count), g.intra_node.msccl ? 1 : 0);
@@ -79,6 +82,7 @@ void describe_groups(Workload& w, const PlatformSpec& platform, const std::vecto
       }
     group.in_network_reduction = platform.network.sharp && !one_node; // SHARP: CollNet across nodes
     group.channels = channels;
+    group.nccl     = platform.nccl_env.choices;
   }
 }
 

@@ -9,8 +9,12 @@
 // all-gather and reduce-scatter ring; all-to-all direct (NCCL runs it as point-to-point sends);
 // broadcast and reduce ring. Each candidate is timed by uncontended_seconds on the paths the
 // engine measured for the group (one inside a node, one between nodes). Deterministic: ties go to
-// the first candidate.
+// the first candidate. The platform's NCCL_ALGO (platform.nccl_env, GroupShape::nccl) takes away
+// the candidates it does not enable, as NCCL's algoEnable does.
 #include "models/collectives/collective.hpp"
+#include "sim/core/input_error.hpp"
+
+#include <fmt/format.h>
 
 #include <limits>
 #include <map>
@@ -20,7 +24,7 @@
 namespace stepsim {
 namespace {
 
-std::vector<const char*> candidates(CollectiveOp op, const GroupShape& g)
+std::vector<const char*> nccl_candidates(CollectiveOp op, const GroupShape& g)
 {
   switch (op) {
   case CollectiveOp::AllReduce:
@@ -40,7 +44,63 @@ std::vector<const char*> candidates(CollectiveOp op, const GroupShape& g)
   }
 }
 
-using Key = std::tuple<int, int, int, int, double, bool, int, double, double, double, double, double, bool>;
+// A candidate's NCCL algorithm (sim/core/nccl_env.hpp bits) and NCCL's name for it; 0 for
+// all-to-all's point-to-point sends, which NCCL_ALGO does not govern.
+std::pair<uint8_t, const char*> nccl_algorithm_of(const std::string& name)
+{
+  if (name == "ring")
+    return {kNcclRing, "Ring"};
+  if (name == "tree")
+    return {kNcclTree, "Tree"};
+  if (name == "nvls")
+    return {kNcclNvls, "NVLS"};
+  if (name == "nvls_tree")
+    return {kNcclNvlsTree, "NVLSTree"};
+  if (name == "collnet") // NCCL_ALGO_COLLNET_DIRECT (collnet.cpp); either CollNet name enables it
+    return {static_cast<uint8_t>(kNcclCollNetDirect | kNcclCollNetChain), "CollNetDirect"};
+  return {0, ""};
+}
+
+// NCCL's name of the collective function (ncclFuncStr), as an NCCL_ALGO entry names it.
+const char* nccl_function_name(CollectiveOp op)
+{
+  switch (op) {
+  case CollectiveOp::AllReduce: return "AllReduce";
+  case CollectiveOp::AllGather: return "AllGather";
+  case CollectiveOp::ReduceScatter: return "ReduceScatter";
+  case CollectiveOp::Broadcast: return "Broadcast";
+  case CollectiveOp::Reduce: return "Reduce";
+  default: return "SendRecv";
+  }
+}
+
+// NCCL's candidates for `op` on the group, less those the platform's NCCL_ALGO does not enable.
+// None left is bad input: NCCL fails such a collective ("no algorithm/protocol available").
+std::vector<const char*> candidates(CollectiveOp op, const GroupShape& g)
+{
+  const auto all        = nccl_candidates(op, g);
+  const uint8_t enabled = g.nccl.algorithms.at(static_cast<size_t>(op));
+  if (enabled == kEveryNcclAlgorithm)
+    return all;
+  std::vector<const char*> kept;
+  std::string names;
+  for (const char* name : all) {
+    const auto [bits, nccl_name] = nccl_algorithm_of(name);
+    if (bits == 0 || (bits & enabled) != 0)
+      kept.push_back(name);
+    names += (names.empty() ? "" : ", ") + std::string(nccl_name);
+  }
+  if (kept.empty())
+    throw InputError({fmt::format(
+        "platform.nccl_env.NCCL_ALGO: leaves the {} of {} GPUs{} none of the algorithms NCCL's tuner would choose "
+        "from for it ({}), and NCCL fails a collective without one (\"no algorithm/protocol available\"); enable one "
+        "for this function (\"...;{}:{}\"), or name an algorithm in simulation.collective_algorithm",
+        collective_name(op), g.n, g.nodes() > 1 ? fmt::format(" on {} nodes", g.nodes()) : "", names,
+        nccl_function_name(op), nccl_algorithm_of(all.front()).second)});
+  return kept;
+}
+
+using Key = std::tuple<int, int, int, int, double, bool, int, double, double, double, double, double, bool, uint8_t>;
 
 const CollectiveAlgorithm& auto_pick(CollectiveOp op, const GroupShape& g, double bytes)
 {
@@ -50,7 +110,8 @@ const CollectiveAlgorithm& auto_pick(CollectiveOp op, const GroupShape& g, doubl
     return CollectiveRegistry::get(names[0], "simulation.collective_algorithm");
   Key key{static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction ? nvls_reduction(g) : -1.0,
           g.in_network_reduction, g.channels,
-          g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes, g.full_mesh};
+          g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes, g.full_mesh,
+          g.nccl.algorithms.at(static_cast<size_t>(op))};
   auto [it, fresh] = cache.try_emplace(key, nullptr);
   if (!fresh)
     return *it->second;

@@ -61,6 +61,7 @@ GroupShape group_shape(const Group& group, const std::function<PathCost(int, int
   g.in_network_reduction = group.in_network_reduction && g.nodes() > 1;
   g.full_mesh            = group.full_mesh;
   g.msccl                = group.msccl && group.full_mesh && g.nodes() == 1;
+  g.nccl                 = group.nccl;
   // On full-mesh nodes the rings take different links (mesh_rings.cpp): inside one node the
   // directed rings over its members, across nodes the paths each ring takes through a node.
   if (g.full_mesh && n > 1) {

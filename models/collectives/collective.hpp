@@ -99,6 +99,9 @@ struct GroupShape {
   // node, as local ranks from the one it enters by to the one it leaves by (mesh_paths, one per
   // lane). Empty: ring lane l starts at local rank l and goes up (a switch: any order alike).
   std::vector<std::vector<int>> node_orders;
+  // What the platform's NCCL_ALGO and NCCL_PROTO leave to the tuner (platform.nccl_env): `auto`
+  // picks among those algorithms and protocols only (auto.cpp, protocol.cpp).
+  NcclChoices nccl{};
   int nodes() const { return static_cast<int>(node_members.size()); }
 };
 

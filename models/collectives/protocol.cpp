@@ -313,6 +313,39 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
   return *cache.emplace(std::move(key), picked).first->second;
 }
 
+namespace {
+
+// The protocols the platform's NCCL_PROTO leaves `op` (GroupShape::nccl, platform.nccl_env) in
+// kProtocols' order; empty = all. None that one of `algorithms` runs is bad input: NCCL fails
+// such a collective ("no algorithm/protocol available").
+std::vector<Protocol> enabled_protocols(CollectiveOp op, const GroupShape& g,
+                                        const std::vector<const CollectiveAlgorithm*>& algorithms)
+{
+  const uint8_t mask = g.nccl.protocols.at(static_cast<size_t>(op));
+  if (mask == kEveryNcclProtocol)
+    return {};
+  std::vector<Protocol> out;
+  for (size_t i = 0; i < kProtocols.size(); ++i)
+    if ((mask & (1u << i)) != 0)
+      out.push_back(kProtocols[i]);
+  std::string runs;
+  for (const auto* a : algorithms) {
+    std::string own;
+    for (Protocol p : protocols_for(*a)) {
+      if (std::find(out.begin(), out.end(), p) != out.end())
+        return out;
+      own += (own.empty() ? "" : ", ") + std::string(protocol_name(p));
+    }
+    runs += fmt::format("{}{} runs {}", runs.empty() ? "" : "; ", a->name, own);
+  }
+  throw InputError({fmt::format("platform.nccl_env.NCCL_PROTO: leaves the {} of {} GPUs no protocol its algorithms "
+                                "run ({}), and NCCL fails a collective without one (\"no algorithm/protocol "
+                                "available\")",
+                                collective_name(op), g.n, runs)});
+}
+
+} // namespace
+
 CollectiveAlgorithm with_protocol_choice(const CollectiveAlgorithm& chosen, const std::string& protocol,
                                          const std::string& path)
 {
@@ -340,7 +373,9 @@ CollectiveAlgorithm with_protocol_choice(const CollectiveAlgorithm& chosen, cons
       algorithms = chosen.candidates(op, g);
     else
       algorithms.push_back(&concrete_algorithm(chosen, op, g, bytes));
-    return fastest(algorithms, allowed, op, g, bytes);
+    // A protocol forced in the scenario (simulation.nccl_protocol) overrides the platform's
+    // NCCL_PROTO, as a what-if; otherwise the tuner picks among those NCCL_PROTO enables.
+    return fastest(algorithms, allowed.empty() ? enabled_protocols(op, g, algorithms) : allowed, op, g, bytes);
   };
   follow_pick(c);
   c.candidates = {};

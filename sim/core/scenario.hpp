@@ -6,6 +6,7 @@
 #include "sim/core/federated.hpp"
 #include "sim/core/framework.hpp"
 #include "sim/core/kernel.hpp"
+#include "sim/core/nccl_env.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -335,6 +336,9 @@ struct PlatformSpec {
   // GPUs in rank order (under the default rank_order pipeline is outermost, so early stages land
   // on the first group).
   std::vector<int> stage_groups;
+  // NCCL's environment on these machines (platform.nccl_env): what NCCL_ALGO, NCCL_PROTO,
+  // NCCL_NVLS_ENABLE and NCCL_COLLNET_ENABLE leave to NCCL's tuner.
+  NcclEnv nccl_env;
   int total_gpus() const;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "sim/core/kernel.hpp"
+#include "sim/core/nccl_env.hpp"
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/compressed_sparse_row_graph.hpp>
@@ -137,6 +138,9 @@ struct Group {
   bool full_mesh = false;
   // All members on one such node, whose RCCL runs its MSCCL programs (intra_node.msccl).
   bool msccl = false;
+  // What the platform's NCCL_ALGO and NCCL_PROTO leave to NCCL's tuner (platform.nccl_env),
+  // filled by the driver with node_of_member.
+  NcclChoices nccl{};
 };
 
 struct RankProgram {

@@ -2,6 +2,7 @@
 #include "sim/input/platform_parse.hpp"
 
 #include "sim/input/limits.hpp"
+#include "sim/input/nccl_env_parse.hpp"
 #include "sim/input/network_parse.hpp"
 
 #include <fmt/format.h>
@@ -139,6 +140,7 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     pr.reject_unknown_keys();
     (void)placement;
   }
+  read_nccl_env(r, platform.nccl_env);
   r.reject_unknown_keys();
 }
 

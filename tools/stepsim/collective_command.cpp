@@ -142,6 +142,9 @@ int run(const CollectiveOptions& o)
     const Group& g         = one.groups.front();
     const GroupShape shape = group_shape(g); // its flags too: NVLS, SHARP
     concrete_algorithm(chosen, *op, shape, 1.0).steps(*op, shape, 1.0);
+    // The platform's NCCL_ALGO and NCCL_PROTO (platform.nccl_env) may leave the collective no
+    // algorithm or protocol: refused here, as NCCL refuses it, before any size is timed.
+    concrete_algorithm(with_protocol_choice(chosen, protocol, "--protocol"), *op, shape, 1.0);
   } catch (const std::invalid_argument& e) {
     throw InputError({fmt::format("--algorithm: {} (group of {} members)", e.what(), n)});
   }

@@ -185,6 +185,9 @@ nlohmann::json describe(const Scenario& s)
                      {"node_groups", nlohmann::json::array()},
                      {"link_kinds", nlohmann::json::array()},
                      {"routes", nlohmann::json::array()}};
+  // NCCL's environment on the machines, as given (platform.nccl_env); absent when none is.
+  if (!s.platform.nccl_env.variables.empty())
+    out["nccl_env"] = s.platform.nccl_env.variables;
   for (const auto& g : s.platform.node_groups)
     out["node_groups"].push_back({{"nodes", g.count},
                                   {"gpus_per_node", g.gpus_per_node},
@@ -262,6 +265,12 @@ void print_text(const nlohmann::json& d)
              "pcie {:g}, nic {:g})\n",
              e["nvswitch"].get<double>(), e["nvlink"].get<double>(), e["xgmi"].get<double>(), e["pcie"].get<double>(),
              e["nic"].get<double>());
+  if (d.contains("nccl_env")) {
+    std::string env;
+    for (const auto& [name, value] : d["nccl_env"].items())
+      env += fmt::format(" {}={}", name, value.get<std::string>());
+    fmt::print("  NCCL environment (what NCCL's tuner may pick from):{}\n", env);
+  }
   fmt::print("\nlinks{}\n", d["fully_built"].get<bool>() ? "" : " (large platform: built for the first GPU of each node only)");
   fmt::print("  {:<28} {:>7} {:>14} {:>10}\n", "kind", "count", "bandwidth", "latency");
   for (const auto& k : d["link_kinds"])

@@ -346,6 +346,42 @@ TEST_CASE("overlap_param_gather moves the distributed optimizer's gather from af
   CHECK(overlapped["forward"].get<int>() == 5); // the embedding and the four layers, once each, in the first forward
 }
 
+TEST_CASE("align_param_gather dispatches every stage's parameter gathers when the step starts",
+          "[data_parallel][zero]")
+{
+  // Two stages: the last one's first forward starts only when the first stage's activations
+  // arrive. Without alignment each later layer's gather waits for the layer before it to start
+  // computing (Megatron-Core's forward hook dispatches the next bucket), so they run then, on
+  // the critical path; aligned, the schedule dispatches them all at the step's start.
+  auto j = testing::small_scenario(2, 4, 4);
+  j["parallelism"]["zero_stage"]                      = 1;
+  j["parallelism"]["overlap_param_gather"]            = true;
+  j["platform"]["node_groups"][0]["nic"]["bandwidth"] = "5GBps";
+  const auto run = [&](bool align) {
+    j["parallelism"]["align_param_gather"] = align;
+    return testing::in_child([&] {
+      Timeline tl;
+      const Report r     = simulate(scenario_from_json(j), &tl);
+      double latest      = 0; // the last stage's latest start of a forward gather
+      int gathers        = 0;
+      for (const auto& i : tl.ranks.back().intervals)
+        if (i.stream == Stream::ParamGather && i.pass == Pass::Forward) {
+          latest = std::max(latest, i.start_s);
+          ++gathers;
+        }
+      return nlohmann::json{{"step", r.step_time_s}, {"latest", latest}, {"gathers", gathers}};
+    });
+  };
+  const auto hooked = run(false), aligned = run(true);
+  CHECK(aligned["gathers"].get<int>() == hooked["gathers"].get<int>()); // the same gathers, once each
+  CHECK(aligned["latest"].get<double>() < hooked["latest"].get<double>());
+  CHECK(aligned["step"].get<double>() < hooked["step"].get<double>());
+  // Only with overlap_param_gather: exit 2 with the path.
+  j["parallelism"]["overlap_param_gather"] = false;
+  j["parallelism"]["align_param_gather"]   = true;
+  CHECK_THROWS_WITH(scenario_from_json(j), Catch::Contains("parallelism.align_param_gather"));
+}
+
 TEST_CASE("FSDP without resharding gathers once per step and runs faster when gathers are exposed",
           "[data_parallel][fsdp]")
 {

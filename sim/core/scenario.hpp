@@ -171,6 +171,12 @@ struct ParallelSpec {
   // forward first reaches them instead of all at once after the step (Megatron-Core's
   // --overlap-param-gather; zero_stage 1 or 2).
   bool overlap_param_gather = false;
+  // With overlap_param_gather: every pipeline stage dispatches all of its chunks' gathers when
+  // the step starts, instead of each bucket's from the forward hook of the one before
+  // (Megatron-Core's align_param_gather: on in Megatron-LM's arguments since --no-align-param-gather
+  // replaced --delay-param-gather, off by default, in August 2024; the published Megatron-Core
+  // 0.8 runs of July 2024 had it off).
+  bool align_param_gather = false;
   // Layers of each virtual stage (pipeline × virtual_stages entries, in virtual-stage order);
   // empty = the same number everywhere. Llama 3 ran 126 layers on 16 stages with one fewer on
   // the first and the last.

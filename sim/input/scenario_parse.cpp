@@ -165,6 +165,11 @@ void read_parallelism(JsonReader r, ParallelSpec& p, const FrameworkProfile& fra
                      fmt::format("overlaps the distributed optimizer's gather of the updated weights: needs zero_stage 1 "
                                  "or 2, got {}",
                                  p.zero_stage));
+  p.align_param_gather = r.boolean("align_param_gather", false);
+  if (p.align_param_gather && !p.overlap_param_gather)
+    r.problems().add(r.path_of("align_param_gather"),
+                     "dispatches the overlapped parameter gathers of every stage when the step starts: needs "
+                     "overlap_param_gather true (Megatron-Core's --overlap-param-gather)");
   if (const auto* layers = r.raw("stage_layers"); layers != nullptr && layers->is_string()) {
     p.stage_layers_auto = layers->get<std::string>() == "auto";
     if (!p.stage_layers_auto)

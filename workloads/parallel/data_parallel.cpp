@@ -21,6 +21,7 @@ DataParallelPlan data_parallel_plan(const Scenario& s, int members)
   const bool distributed_optimizer = (p.zero_stage == 1 || p.zero_stage == 2) && plan.replicas;
   plan.gather_updated_weights   = distributed_optimizer && !p.overlap_param_gather;
   plan.gather_at_first_use      = distributed_optimizer && p.overlap_param_gather;
+  plan.gather_all_at_start      = plan.gather_at_first_use && p.align_param_gather;
   plan.offload_optimizer        = p.offload_optimizer;
   const auto& framework             = FrameworkRegistry::get(s.training.framework, "training.framework");
   plan.gather_per_tensor            = plan.gather_parameters && framework.gather_per_tensor;
@@ -193,6 +194,17 @@ TaskId DataParallelLowering::unit_parameters(int index, TaskId previous)
   // has finished, and the unit's compute waits for it: nothing is prefetched.
   if (plan_.gather_blocks_compute)
     return gather(index, previous);
+  // Megatron-Core with align_param_gather: the schedule dispatches a chunk's gathers all at once
+  // (DistributedDataParallel.start_param_sync, from the pipeline schedule's param_sync_func, on
+  // every stage at the same time), and the forward hook only waits for its bucket
+  // (finish_param_sync with skip_next_bucket_dispatch): issued back to back on the gather stream
+  // from the step's start, not each when the unit before starts computing.
+  if (plan_.gather_all_at_start) {
+    if (index == 0)
+      for (size_t i = 0; i < units_.size(); ++i)
+        gather(static_cast<int>(i), ProgramBuilder::kNone);
+    return gather(index, ProgramBuilder::kNone);
+  }
   // A pass's first unit is issued as soon as the gather stream is free (after the previous
   // pass's prefetches); every later one when the unit before it starts computing.
   const TaskId mine = gather(index, ProgramBuilder::kNone);

@@ -43,6 +43,7 @@ struct DataParallelPlan {
   bool host_cache             = false; // FCDP
   bool gather_updated_weights = false; // ZeRO 1/2 distributed optimizer, after the step
   bool gather_at_first_use    = false; // ZeRO 1/2 with overlap_param_gather: per unit, at its first forward
+  bool gather_all_at_start    = false; // and align_param_gather: every unit's dispatched when the step starts
   bool offload_optimizer      = false; // ZeRO-Offload
   // ZeRO-3 tensor by tensor (FrameworkProfile::gather_per_tensor): tensors of fewer elements
   // than persistent_elements stay whole on every rank and are neither gathered nor scattered.

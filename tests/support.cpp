@@ -4,6 +4,7 @@
 
 #include "models/collectives/collective.hpp"
 #include "models/compute/compute_model.hpp"
+#include "sim/core/input_error.hpp"
 #include "sim/engine/replay.hpp"
 #include "sim/simulate.hpp"
 #include "topologies/platform.hpp"
@@ -149,6 +150,19 @@ CommandResult run_stepsim(const std::string& arguments)
     output.append(buffer, n);
   int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+std::string input_problems(const std::function<void()>& body)
+{
+  try {
+    body();
+  } catch (const InputError& e) {
+    std::string all;
+    for (const auto& p : e.problems())
+      all += p + "\n";
+    return all;
+  }
+  return "";
 }
 
 std::string write_temp_file(const std::string& name, const std::string& text)

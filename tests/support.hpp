@@ -45,6 +45,9 @@ struct Traffic {
 };
 Traffic traffic(const RankProgram& r, TaskKind kind, Stream stream, Pass pass);
 
+// The problems of the InputError `body` throws, one per line; "" when it throws none.
+std::string input_problems(const std::function<void()>& body);
+
 // Runs `body` in a forked child and returns the JSON it produced.
 nlohmann::json in_child(const std::function<nlohmann::json()>& body);
 

@@ -351,15 +351,7 @@ TEST_CASE("bad presets and fabrics name the JSON path", "[fabrics]")
   auto problems = [](const nlohmann::json& platform) {
     nlohmann::json doc = testing::small_scenario(1, 1, 1);
     doc["platform"]    = platform;
-    try {
-      parse_scenario(expand_platform_preset(doc));
-    } catch (const InputError& e) {
-      std::string all;
-      for (const auto& p : e.problems())
-        all += p + "\n";
-      return all;
-    }
-    return std::string();
+    return testing::input_problems([&] { parse_scenario(expand_platform_preset(doc)); });
   };
   CHECK_THAT(problems({{"preset", "dgx-h100-superpd"}}),
              Catch::Contains("platform.preset: unknown preset \"dgx-h100-superpd\" (did you mean \"dgx-h100-superpod\"?)"));

@@ -21,15 +21,7 @@ namespace {
 // The problems scenario_from_json reports for `j`, joined; "" when it is accepted.
 std::string problems_of(const nlohmann::json& j)
 {
-  try {
-    scenario_from_json(j);
-  } catch (const InputError& e) {
-    std::string all;
-    for (const auto& p : e.problems())
-      all += p + "\n";
-    return all;
-  }
-  return "";
+  return testing::input_problems([&] { scenario_from_json(j); });
 }
 
 } // namespace

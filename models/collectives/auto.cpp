@@ -92,9 +92,9 @@ std::vector<const char*> candidates(CollectiveOp op, const GroupShape& g)
   }
   if (kept.empty())
     throw InputError({fmt::format(
-        "platform.nccl_env.NCCL_ALGO: leaves the {} of {} GPUs{} none of the algorithms NCCL's tuner would choose "
-        "from for it ({}), and NCCL fails a collective without one (\"no algorithm/protocol available\"); enable one "
-        "for this function (\"...;{}:{}\"), or name an algorithm in simulation.collective_algorithm",
+        "platform.nccl_env.NCCL_ALGO: leaves the {} of {} GPUs{} none of the algorithms stepsim's tuner chooses from "
+        "for it ({}), and NCCL fails a collective without one (\"no algorithm/protocol available\"); enable one for "
+        "this function (\"...;{}:{}\"), or name an algorithm in simulation.collective_algorithm",
         collective_name(op), g.n, g.nodes() > 1 ? fmt::format(" on {} nodes", g.nodes()) : "", names,
         nccl_function_name(op), nccl_algorithm_of(all.front()).second)});
   return kept;

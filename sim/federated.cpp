@@ -135,6 +135,20 @@ const bool checked = ScenarioCheckRegistry::add(
 
 } // namespace
 
+std::string federated_memory_problem(const Scenario& s)
+{
+  const auto& groups = s.training.federated.clients;
+  for (size_t g = 0; g < groups.size(); ++g)
+    if (std::string oom = memory_problem(one_device_job(s, groups[g].device)); !oom.empty()) {
+      // The one-GPU job's own path means nothing to the user, as in local_steps.
+      if (const std::string own = "platform.node_groups[0].gpu: "; oom.rfind(own, 0) == 0)
+        oom = oom.substr(own.size());
+      return fmt::format("{}.device: one local step of a {} alone (local batch training.micro_batch_size {}): {}",
+                         client_path(g), groups[g].device, s.training.micro_batch_size, oom);
+    }
+  return "";
+}
+
 Report simulate_federated(const Scenario& s)
 {
   const FederatedSpec& f = s.training.federated;

@@ -1,4 +1,5 @@
 // The first stage of the road: where ranks run, on what, and the figures no simulation needs.
+#include "sim/federated.hpp"
 #include "sim/simulate.hpp"
 #include "sim/stages.hpp"
 
@@ -102,6 +103,8 @@ Report analytic_report(const Scenario& s)
 
 std::string memory_problem(const Scenario& s)
 {
+  if (s.training.federated.enabled) // no platform of its own: each client device's local step
+    return federated_memory_problem(s);
   return memory_problem(plan_job(s));
 }
 

@@ -325,6 +325,22 @@ TEST_CASE("the example scenario runs and its table names the round", "[federated
   CHECK(result.output.find("federated round (fedavg)") != std::string::npos);
   CHECK(result.output.find("round time") != std::string::npos);
   CHECK(result.output.find("clients dropped") != std::string::npos);
+  // `stepsim validate` checks each client device's local step against its memory (it has no
+  // platform of its own; validate once crashed on it).
+  const auto valid = testing::run_stepsim("validate " + file);
+  CHECK(valid.exit_code == 0);
+  CHECK(valid.output.find(": valid") != std::string::npos);
+  const auto too_big = testing::run_stepsim("validate " + file + " --set training.micro_batch_size=4096");
+  CHECK(too_big.exit_code == 2);
+  CHECK(too_big.output.find("error: training.federated.clients[0].device: one local step of a Jetson-AGX-Orin") !=
+        std::string::npos);
+  // Commands about a step's ranks or a platform say why there is none.
+  for (const std::string& command : {"graph " + file + " --dot -", "collective " + file + " --sizes 1MB"}) {
+    const auto refused = testing::run_stepsim(command);
+    INFO(command << ": " << refused.output);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.output.find("error: training.federated: ") != std::string::npos);
+  }
 }
 
 TEST_CASE("every key of training.federated refuses bad input, naming its path", "[federated][bad_input]")

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -151,6 +152,60 @@ void check_collective_algorithm(const Scenario& s)
     }
   }
 }
+
+// The platform's NCCL_ALGO (platform.nccl_env) may leave a collective of the plan no algorithm
+// of `auto`'s, which NCCL fails ("no algorithm/protocol available"): ask auto's candidates (no
+// timing) about the collectives the plan's tensor and data groups run, so that `stepsim
+// validate` says so too. simulate() checks every collective once lowered, protocols included.
+void check_nccl_env(const Scenario& s)
+{
+  const NcclChoices& enabled = s.platform.nccl_env.choices;
+  if (enabled == NcclChoices{})
+    return;
+  const auto& chosen = s.simulation.collective_algorithm_per_op;
+  const auto& all    = s.simulation.collective_algorithm;
+  auto tuned = [&](CollectiveOp op) { // auto picks this type's algorithm
+    const auto it = chosen.find(collective_name(op));
+    return (it == chosen.end() ? all : it->second) == "auto";
+  };
+  const auto& first = s.platform.node_groups.front();
+  bool nvls         = false;
+  try {
+    nvls = (enabled.algorithms[0] & (kNcclNvls | kNcclNvlsTree)) != 0 && in_switch_reduction(first);
+  } catch (const InputError&) { // an unknown device is reported by its own check
+  }
+  const auto& p    = s.parallelism;
+  const int tensor = p.tensor, data = p.data * p.context;
+  // A group of `members` ranks `stride` apart, on nodes of the first group's size.
+  auto plan_group = [&](int members, long long stride) {
+    const long long per_node = std::clamp<long long>(first.gpus_per_node / std::max(1LL, stride), 1, members);
+    std::vector<int> node(static_cast<size_t>(members));
+    for (int i = 0; i < members; ++i)
+      node[static_cast<size_t>(i)] = static_cast<int>(i / per_node);
+    GroupShape g           = group_shape(node, nvls);
+    g.in_network_reduction = s.platform.network.sharp && g.nodes() > 1;
+    return g;
+  };
+  const auto grid         = dense_grid(p);
+  GroupShape tensor_group = plan_group(tensor, grid.stride(Axis::Tensor));
+  // data x context: the context ranks sit inside the data ranks in Megatron's orders.
+  GroupShape data_group = plan_group(data, grid.stride(p.context > 1 ? Axis::Context : Axis::Data));
+  tensor_group.nccl = data_group.nccl = enabled;
+  using Ops = std::vector<CollectiveOp>;
+  const Ops sharded = {CollectiveOp::ReduceScatter, CollectiveOp::AllGather}, reduced = {CollectiveOp::AllReduce};
+  const std::pair<const GroupShape*, Ops> runs[] = {
+      {&tensor_group, tensor > 1 ? (p.sequence_parallel ? sharded : reduced) : Ops{}},
+      {&data_group, data > 1 ? (p.zero_stage >= 1 ? sharded : reduced) : Ops{}}};
+  const CollectiveAlgorithm& automatic = CollectiveRegistry::get("auto", "simulation.collective_algorithm");
+  for (const auto& [g, ops] : runs)
+    for (CollectiveOp op : ops)
+      if (tuned(op))
+        automatic.candidates(op, *g); // throws InputError naming platform.nccl_env.NCCL_ALGO
+}
+
+const bool checked_nccl_env = ScenarioCheckRegistry::add(
+    "nccl_env", "the platform's NCCL_ALGO leaves every collective of the tensor and data groups an algorithm",
+    ScenarioCheck{check_nccl_env});
 
 const bool checked = ScenarioCheckRegistry::add("collective_algorithm",
                                                 "the collective algorithm can run the plan's tensor and data groups",

@@ -115,6 +115,9 @@ int run(const CollectiveOptions& o)
   if (o.nodes != 0 && !o.file.empty())
     throw InputError({"--nodes: applies to --platform and --preset only (use --set platform.node_groups.0.count=N)"});
   Scenario s = o.file.empty() ? platform_scenario(o.preset, o.platform, o.nodes, o.sets) : load_scenario(o.file, o.sets);
+  if (s.training.federated.enabled)
+    throw InputError({"training.federated: a federated scenario has no platform of GPUs to time a collective on (its "
+                      "clients, their links and the server are in training.federated); name a --preset or --platform"});
   auto op    = benchmark_op(o.op);
   if (!op)
     throw InputError({fmt::format("--op: expected all_reduce, all_gather, reduce_scatter or all_to_all, got \"{}\"", o.op)});

@@ -61,6 +61,9 @@ int run_graph(const GraphOptions& o)
   if (o.dot_out.empty() && o.json_out.empty())
     throw InputError({"stepsim graph: give --dot OUT or --json OUT (\"-\" for standard output)"});
   Scenario s = load_scenario(o.file, o.sets);
+  if (s.training.federated.enabled)
+    throw InputError({"training.federated: a federated round has no rank task graph of its own: each client runs a "
+                      "one-device local step, which `stepsim run` reports; `stepsim graph` exports a training step's"});
   if (o.rank < 0 || o.rank >= s.platform.total_gpus())
     throw InputError({fmt::format("--rank {}: expected a rank from 0 to {}", o.rank, s.platform.total_gpus() - 1)});
   Workload w    = lower_one_rank(s, o.rank);

@@ -335,7 +335,8 @@ TEST_CASE("the example scenario runs and its table names the round", "[federated
   CHECK(too_big.output.find("error: training.federated.clients[0].device: one local step of a Jetson-AGX-Orin") !=
         std::string::npos);
   // Commands about a step's ranks or a platform say why there is none.
-  for (const std::string& command : {"graph " + file + " --dot -", "collective " + file + " --sizes 1MB"}) {
+  for (const std::string& command :
+       {"graph " + file + " --dot -", "collective " + file + " --sizes 1MB", "platform " + file + " --json - -q"}) {
     const auto refused = testing::run_stepsim(command);
     INFO(command << ": " << refused.output);
     CHECK(refused.exit_code == 2);

@@ -291,6 +291,9 @@ void print_text(const nlohmann::json& d)
 int platform(const PlatformOptions& o)
 {
   Scenario s = load_scenario(o.file, o.sets);
+  if (s.training.federated.enabled)
+    throw InputError({"training.federated: a federated scenario has no platform to build: its clients, their links "
+                      "and the server are described in training.federated, and `stepsim run` reports the round"});
   nlohmann::json d = nlohmann::json::parse(run_in_child([&] {
     try {
       return describe(s).dump();

@@ -134,16 +134,20 @@ TEST_CASE("nccl_env: a collective NCCL_ALGO leaves no algorithm is refused, as N
   CHECK(gather.exit_code == 2);
   CHECK(gather.output.find("platform.nccl_env.NCCL_ALGO") != std::string::npos);
   CHECK(gather.output.find("no algorithm/protocol available") != std::string::npos);
-  // `stepsim validate` says so before any run: a one-node plan's all-reduces have only the ring.
+  // `stepsim validate` says so before any run: NVLS alone on A100s, whose switch does not reduce,
+  // leaves a one-node plan's all-reduces nothing.
   nlohmann::json doc                                 = testing::small_scenario(1, 2, 2);
   doc["platform"]["node_groups"][0]["count"]         = 1;
   doc["platform"]["node_groups"][0]["gpus_per_node"] = 2;
-  doc["platform"]["nccl_env"]                        = {{"NCCL_ALGO", "Tree"}};
-  const auto validated = testing::run_stepsim("validate " + testing::write_temp_file("tree.json", doc.dump()));
+  doc["platform"]["nccl_env"]                        = {{"NCCL_ALGO", "NVLS"}};
+  const auto validated = testing::run_stepsim("validate " + testing::write_temp_file("nvls.json", doc.dump()));
   CHECK(validated.exit_code == 2);
   CHECK(validated.output.find("platform.nccl_env.NCCL_ALGO: leaves the all_reduce") != std::string::npos);
-  doc["platform"]["nccl_env"]["NCCL_ALGO"] = "Tree;allreduce:Ring";
-  CHECK(testing::run_stepsim("validate " + testing::write_temp_file("tree-ring.json", doc.dump())).exit_code == 0);
+  doc["platform"]["nccl_env"]["NCCL_ALGO"] = "NVLS;allreduce:Ring";
+  CHECK(testing::run_stepsim("validate " + testing::write_temp_file("nvls-ring.json", doc.dump())).exit_code == 0);
+  // In one node NCCL_ALGO=Tree runs the tree's chain, which auto otherwise leaves to the ring.
+  CHECK(picked("--preset dgx-a100 --nodes 1 --sizes 64KB,64MB --set platform.nccl_env.NCCL_ALGO=Tree") ==
+        std::vector<std::string>{"tree/LL", "tree/LL128"});
   // Per function it runs: the tree for all-reduce, the ring for the rest.
   CHECK(picked("--preset dgx-h100 --nodes 2 --op all_gather --sizes 1MB "
                "--set 'platform.nccl_env.NCCL_ALGO=Ring;allreduce:Tree'")[0]

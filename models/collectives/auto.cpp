@@ -78,10 +78,14 @@ const char* nccl_function_name(CollectiveOp op)
 // None left is bad input: NCCL fails such a collective ("no algorithm/protocol available").
 std::vector<const char*> candidates(CollectiveOp op, const GroupShape& g)
 {
-  const auto all        = nccl_candidates(op, g);
+  auto all              = nccl_candidates(op, g);
   const uint8_t enabled = g.nccl.algorithms.at(static_cast<size_t>(op));
   if (enabled == kEveryNcclAlgorithm)
     return all;
+  // In one node NCCL's tree is a chain, which auto leaves out beside the ring; with the ring
+  // disabled and the tree enabled, it is what NCCL runs (NCCL_ALGO=Tree on one node).
+  if (op == CollectiveOp::AllReduce && g.nodes() == 1 && (enabled & kNcclRing) == 0 && (enabled & kNcclTree) != 0)
+    all.push_back("tree");
   std::vector<const char*> kept;
   std::string names;
   for (const char* name : all) {

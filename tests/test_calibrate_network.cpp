@@ -302,16 +302,27 @@ std::string published_case_log(const std::string& name, double large_scale = 1)
   return "";
 }
 
+// `stepsim calibrate network` on a published case's log (published_case_log, its large rows
+// scaled by `large_scale`) fitted on `preset`: the run, and the calibration file it wrote.
+struct CaseFit {
+  testing::CommandResult run;
+  std::string file;
+};
+CaseFit fit_published_case(const std::string& name, const std::string& preset, double large_scale = 1)
+{
+  const std::string log =
+      testing::write_temp_file("all_reduce_perf." + name + ".log", published_case_log(name, large_scale));
+  const std::string out = testing::write_temp_file(name + ".json", "");
+  return {testing::run_stepsim("calibrate network " + log + " --preset " + preset + " -o " + out), out};
+}
+
 TEST_CASE("calibrate network: across nodes the fit sets the tree's own step and, under NVLS-tree, the switch's rate",
           "[calibrate_network]")
 {
   // Four HGX H100 nodes on 8 x 400 Gb/s NDR (nccl-tests issue 309): `auto` runs the tree on the
   // small messages, whose hops cost far less than links.json's 9.5 us, fitted on Azure NDv4 VMs;
   // before the tree's step was fitted too, the small rows stayed 15 % off.
-  const std::string log = testing::write_temp_file(
-      "all_reduce_perf.h100-4node.log", published_case_log("issue309_qoofyk_4node_default_h100_ib400_allreduce"));
-  const std::string out = testing::write_temp_file("h100-4node.json", "");
-  const auto r          = testing::run_stepsim("calibrate network " + log + " --preset dgx-h100 -o " + out);
+  const auto [r, out] = fit_published_case("issue309_qoofyk_4node_default_h100_ib400_allreduce", "dgx-h100");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto [large, small] = fit_mape(r.output);
@@ -326,10 +337,7 @@ TEST_CASE("calibrate network: across nodes the fit sets the tree's own step and,
   // Two of those nodes, on a cluster whose large rows reach 10 % less: NVLS-tree bounds the rows of
   // 128 MiB and more by the NVSwitch's reduction, not by the NICs, so the fit lowers the switch's
   // rate (lowering the NICs alone would only slow those rows once the NICs bind, and miss them).
-  const std::string two = testing::write_temp_file(
-      "all_reduce_perf.h100-2node.log", published_case_log("issue309_qoofyk_2node_default_h100_ib400_allreduce", 0.9));
-  const std::string out2 = testing::write_temp_file("h100-2node.json", "");
-  const auto r2          = testing::run_stepsim("calibrate network " + two + " --preset dgx-h100 -o " + out2);
+  const auto [r2, out2] = fit_published_case("issue309_qoofyk_2node_default_h100_ib400_allreduce", "dgx-h100", 0.9);
   INFO(r2.output);
   REQUIRE(r2.exit_code == 0);
   CHECK(fit_mape(r2.output).first < 5);
@@ -341,10 +349,7 @@ TEST_CASE("calibrate network: a fit never ends worse than the figures it started
 {
   // AWS p4de with the plugin's NCCL_PROTO=Simple (the preset's nccl_env): the shipped figures fit
   // its log already, and the searches' round trip once ended at 8.7 % where it started at 4.3.
-  const std::string log = testing::write_temp_file(
-      "all_reduce_perf.p4de.log", published_case_log("aws_p4de_2node_a100_allreduce_slurm"));
-  const std::string out = testing::write_temp_file("p4de.json", "");
-  const auto r          = testing::run_stepsim("calibrate network " + log + " --preset aws-p4de -o " + out);
+  const auto r = fit_published_case("aws_p4de_2node_a100_allreduce_slurm", "aws-p4de").run;
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   static const std::regex line(

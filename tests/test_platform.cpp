@@ -202,7 +202,7 @@ TEST_CASE("stepsim platform prints the built links and example routes", "[platfo
   CHECK(bad.output.find("platform.network.topology") != std::string::npos);
 }
 
-TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; a count with no even split is refused",
+TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; a count with no even split is one group",
           "[platform]")
 {
   nlohmann::json j          = testing::small_scenario(1, 16, 16);
@@ -227,13 +227,16 @@ TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; a coun
   group["count"]         = 2;
   group["gpus_per_node"] = 8;
 
-  group["nic"]["count"] = 3; // no common divisor with 8: no even split
-  try {
-    scenario_from_json(j);
-    FAIL("3 NICs for 8 GPUs was accepted");
-  } catch (const InputError& e) {
-    REQUIRE(e.problems().size() == 1);
-    CHECK_THAT(e.problems()[0], Catch::Contains("platform.node_groups[0].nic.count: 3 NICs cannot be shared evenly "
-                                                "by 8 GPUs per node"));
-  }
+  group["nic"]["count"] = 3; // no common divisor with 8: one group, the GPUs sharing the three NICs as one
+  const Scenario uneven  = scenario_from_json(j);
+  CHECK(uneven.platform.node_groups[0].nic.count == 1);
+  CHECK(uneven.platform.node_groups[0].nic.ports == 3);
+  CHECK(uneven.platform.node_groups[0].nic.bandwidth_Bps == Approx(3 * 100e9 / 8));
+  // `stepsim platform` gives the NICs as described and as built, and says what the layout means.
+  const std::string file = testing::write_temp_file("three-nics.json", j.dump());
+  const auto text        = testing::run_stepsim("platform " + file);
+  CHECK(text.exit_code == 0);
+  CHECK_THAT(text.output, Catch::Contains("3 NICs per node"));
+  CHECK_THAT(text.output, Catch::Contains("built as 1 group of 3 NICs of the node's 8 GPUs"));
+  CHECK_THAT(text.output, Catch::Contains("one GPU alone reaches all of them"));
 }

@@ -38,22 +38,18 @@ namespace {
 // groups (AWS p5: 8 groups of one H100 and four 100 Gb/s EFA; a node of 12 NICs for 8 GPUs: 4
 // groups of two GPUs and three NICs); NCCL's channels use every NIC of the node, each GPU's
 // through the NICs nearest it on PCIe (NCCL src/graph/search.cc, ncclTopoCompute), so a group's
-// NICs act as one NIC of their summed bandwidth, on one rail. With no common divisor (3 NICs for 8 GPUs) no even split exists:
-// some GPUs would reach more NIC bandwidth than others, which one NIC per group cannot describe.
-void lay_out_nics(NicSpec& nic, int gpus_per_node, JsonReader& reader)
+// NICs act as one NIC of their summed bandwidth, on one rail. With no common divisor (3 NICs for
+// 8 GPUs) no even split exists, and which GPU is nearest which NIC is not in the description: the
+// node is one group, its GPUs sharing all its NICs as one of their summed bandwidth. A collective
+// across nodes, whose channels leave through every NIC, then gets the node's whole NIC bandwidth
+// as NCCL's rings do; one GPU alone (a pipeline send) gets more than its nearest NIC would give
+// it. `stepsim platform` prints the layout (NicSpec::ports).
+void lay_out_nics(NicSpec& nic, int gpus_per_node)
 {
   if (nic.count <= 0 || gpus_per_node <= 0 || gpus_per_node % nic.count == 0)
     return; // one NIC per GPU, or one shared by several: built as given
   const int groups = std::gcd(nic.count, gpus_per_node);
-  if (groups == 1 && gpus_per_node > 1) { // one GPU with several NICs is one group, not a refusal
-    reader.problems().add(reader.path_of("count"),
-                          fmt::format("{} NICs cannot be shared evenly by {} GPUs per node: expected a divisor of {} "
-                                      "(GPUs sharing a NIC), a multiple of it (several NICs per GPU), or a count "
-                                      "with a common divisor, so that GPUs and NICs split into equal PCIe groups",
-                                      nic.count, gpus_per_node, gpus_per_node));
-    return;
-  }
-  nic.ports = nic.count / groups;
+  nic.ports        = nic.count / groups;
   nic.bandwidth_Bps *= static_cast<double>(nic.ports);
   nic.count = groups;
 }
@@ -111,7 +107,7 @@ void read_platform(JsonReader r, PlatformSpec& platform)
     spec.nic.kind             = nic.text("kind", nic_kind_names().front(), nic_kind_names());
     nic.reject_unknown_keys();
     g.reject_unknown_keys();
-    lay_out_nics(spec.nic, spec.gpus_per_node, nic);
+    lay_out_nics(spec.nic, spec.gpus_per_node);
     platform.node_groups.push_back(spec);
   }
   read_network(r.object("network"), platform.network, platform.node_groups);

@@ -193,7 +193,11 @@ nlohmann::json describe(const Scenario& s)
                                   {"gpus_per_node", g.gpus_per_node},
                                   {"gpu", g.gpu},
                                   {"intra_node", g.intra_node.type},
-                                  {"nics_per_node", g.nic.count}});
+                                  // The NICs as described, and as built: groups of `nic_ports` NICs that
+                                  // act as one (sim/input/platform_parse.cpp lay_out_nics).
+                                  {"nics_per_node", g.nic.count * g.nic.ports},
+                                  {"nic_groups_per_node", g.nic.count},
+                                  {"nic_ports", g.nic.ports}});
 
   // Kinds in first-seen order of SimGrid's (name-sorted) link list would interleave; sort by kind.
   std::map<std::tuple<std::string, double, double>, int> kinds;
@@ -257,6 +261,14 @@ void print_text(const nlohmann::json& d)
     fmt::print("  node group {}: {} nodes x {} {} ({}), {} NICs per node\n", i, g["nodes"].get<int>(),
                g["gpus_per_node"].get<int>(), g["gpu"].get<std::string>(), g["intra_node"].get<std::string>(),
                g["nics_per_node"].get<int>());
+    const int ports = g["nic_ports"].get<int>(), groups = g["nic_groups_per_node"].get<int>();
+    if (ports > 1)
+      fmt::print("    built as {} group{} of {} NICs of the node's {} GPUs, each group one NIC of their summed "
+                 "bandwidth (NCCL takes a GPU's nearest NICs together){}\n",
+                 groups, groups > 1 ? "s" : "", ports, g["gpus_per_node"].get<int>(),
+                 groups == 1 && g["gpus_per_node"].get<int>() > 1
+                     ? ": no even split of the GPUs over the NICs, so one GPU alone reaches all of them"
+                     : "");
   }
   if (d["nodes"].get<int>() > 1)
     fmt::print("{}", fabric_text(f));

@@ -1,7 +1,8 @@
 // The inside of a node, per node type (topologies/nodes/*.cpp): the links a route between two GPUs
 // crosses, its bottleneck bandwidth and summed latency against what the node type's wiring
-// implies, the time a transfer takes on it, a ring all-reduce on a DGX-1 cube-mesh against an
-// NVSwitch node, the CPU host, the chiplet example scenario and `stepsim platform`.
+// implies (NVLink-bridged pairs among them), the time a transfer takes on it, a ring all-reduce
+// on a DGX-1 cube-mesh against an NVSwitch node, the CPU host, the chiplet example scenario and
+// `stepsim platform`.
 #include "support.hpp"
 
 #include "models/collectives/collective.hpp"
@@ -83,6 +84,9 @@ TEST_CASE("a transfer between two GPUs of a node takes its route's bottleneck an
   PlatformSpec mesh = one_node("chiplet_mesh", 16, 4);
   mesh.node_groups[0].intra_node.mesh = {4, 4};
   PlatformSpec switches = one_node("pcie_switch", 8, 4);
+  PlatformSpec pairs = one_node("nvlink_pairs", 4);
+  pairs.node_groups[0].host.link_bandwidth_Bps = 32e9; // PCIe Gen4 x16
+  const double pcie_hop = pairs.node_groups[0].host.link_latency_s + link_efficiency().pcie_step_s / 2;
   auto c = GENERATE_COPY(
       Case{"NVSwitch: one switch between any two GPUs", one_node("nvswitch", 8), 2, 7, B, L,
            names({"node0-gpu2-nvswitch_UP", "node0-gpu7-nvswitch_DOWN"})},
@@ -115,6 +119,10 @@ TEST_CASE("a transfer between two GPUs of a node takes its route's bottleneck an
       Case{"PCIe without peer-to-peer: the other way, by the other sender", one_node("pcie_no_p2p", 4), 3, 0,
            B * link_efficiency().pcie_host_staged, L,
            names({"node0-gpu3-pcie_UP", "node0-gpu3-host-staging_UP", "node0-gpu0-pcie_DOWN"})},
+      Case{"NVLink bridge: the two cards of a pair", pairs, 0, 1, B, L, names({"node0-gpu0-gpu1-nvlink_UP"})},
+      // Between pairs over PCIe peer to peer through the root complex, at PCIe's achieved fraction.
+      Case{"NVLink bridge: cards of two pairs, over PCIe", pairs, 1, 2, 32e9 * link_efficiency().pcie, 2 * pcie_hop,
+           names({"node0-gpu1-pcie_UP", "node0-gpu2-pcie_DOWN"})},
       Case{"NVL72: any two of 72 GPUs", one_node("nvl72", 72), 0, 71, B, L,
            names({"node0-gpu0-nvl72_UP", "node0-gpu71-nvl72_DOWN"})},
       Case{"chiplet mesh: neighbours", mesh, 5, 9, B, L, names({"node0-gpu5-gpu9-mesh_UP"})},
@@ -258,6 +266,8 @@ TEST_CASE("node types refuse a GPU count or mesh they cannot build, naming the p
   CHECK_THROWS_WITH(check_node_types(one_node("xgmi_mesh", 16)),
                     Catch::Contains("platform.node_groups[0].intra_node.type") && Catch::Contains("at most 8 GPUs"));
   CHECK_NOTHROW(check_node_types(one_node("xgmi_mesh", 8)));
+  CHECK_THROWS_WITH(check_node_types(one_node("nvlink_pairs", 3)),
+                    Catch::Contains("platform.node_groups[0].intra_node.type") && Catch::Contains("even gpus_per_node"));
   // A name that is a whole part of a type's name is taken for it, before a near spelling ("dgx2").
   CHECK_THROWS_WITH(check_node_types(one_node("xgmi", 8)), Catch::Contains("did you mean \"xgmi_mesh\""));
   CHECK_THROWS_WITH(check_node_types(one_node("cube_mesh", 8)), Catch::Contains("did you mean \"dgx1_cube_mesh\""));
@@ -291,7 +301,8 @@ TEST_CASE("stepsim platform prints each node type's links", "[node_types][cli]")
       Case{"--set platform.node_groups.0.intra_node.type=chiplet_mesh --set platform.node_groups.0.intra_node.mesh=[2,4] "
            "--set platform.node_groups.0.intra_node.bandwidth=100GBps",
            {"nodeN-gpuN-gpuN-mesh"}},
-      Case{"--set platform.node_groups.0.intra_node.type=pcie_no_p2p", {"nodeN-gpuN-pcie", "nodeN-gpuN-host-staging"}});
+      Case{"--set platform.node_groups.0.intra_node.type=pcie_no_p2p", {"nodeN-gpuN-pcie", "nodeN-gpuN-host-staging"}},
+      Case{"--set platform.node_groups.0.intra_node.type=nvlink_pairs", {"nodeN-gpuN-gpuN-nvlink", "nodeN-gpuN-pcie"}});
   auto r = testing::run_stepsim("platform " + std::string(STEPSIM_SOURCE_DIR) + "/tests/bad_inputs/base.scenario " + c.sets);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);

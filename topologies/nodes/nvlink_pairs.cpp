@@ -1,0 +1,75 @@
+// PCIe cards joined two by two by NVLink bridges: A100 PCIe and H100 NVL servers with bridged
+// pairs, workstations of RTX 3090 or RTX A6000 cards with a bridge on each pair. A bridge joins
+// GPUs 2k and 2k+1 only (the A100 PCIe datasheet: "NVIDIA NVLink Bridge for 2 GPUs"; H100 NVL:
+// 600 GB/s bidirectional between the two cards of a pair); every other pair of GPUs talks over
+// PCIe, each GPU on its own x16 link to the CPU's root complex (nvidia-smi topo -m: "NV12" or
+// "NV4" inside a pair, "PHB"/"SYS" between pairs). NCCL takes the bridge within a pair
+// (src/transport/p2p.cc over the NVLink path) and PCIe peer-to-peer between pairs, so a ring over
+// four or more GPUs runs at PCIe's pace on its cross-pair hops.
+//
+//   GPU0 ═bridge═ GPU1      GPU2 ═bridge═ GPU3
+//     └──pcie──┐   └─pcie─┐   └─pcie─┐   └─pcie─┐
+//              └──────────┴── root ───┴─────────┘ ─cpu-memory─ cpu
+//
+// intra_node.bandwidth is the bridge's per direction (rated: the device file's nvlink_bandwidth,
+// the bridged figure); the PCIe links are the GPU's host link (host.link_bandwidth, else the
+// device's host_link_bandwidth) at links.json's achieved PCIe fraction and per-step latency, as
+// the `pcie` type's links; they also carry the GPU's host traffic.
+#include "topologies/nodes/node_type.hpp"
+
+#include <fmt/format.h>
+
+namespace stepsim {
+namespace {
+
+std::vector<std::string> check(const NodeGroupSpec& g)
+{
+  if (g.gpus_per_node % 2 != 0 && g.gpus_per_node != 1)
+    return {fmt::format("type: an \"nvlink_pairs\" node bridges its GPUs two by two: expected an even "
+                        "gpus_per_node, got {}",
+                        g.gpus_per_node)};
+  return {};
+}
+
+void build(NodeBuild& b)
+{
+  const auto& intra     = b.group->intra_node;
+  const auto& links     = link_efficiency();
+  const int n           = static_cast<int>(b.gpus.size());
+  const double pcie_Bps = b.host_link_Bps * links.pcie;
+  // The PCIe hop's latency: the root complex crossing of the `pcie` type's links (half each way)
+  // with its per-step cost, as the bridge's latency carries NVLink's.
+  const double pcie_latency = b.group->host.link_latency_s + links.pcie_step_s / 2;
+  std::vector<simgrid::s4u::Link*> pcie(b.gpus.size(), nullptr), bridge(b.gpus.size(), nullptr);
+  for (int g = 0; g < n; ++g)
+    if (b.gpu(g) != nullptr)
+      pcie[static_cast<size_t>(g)] = b.link(fmt::format("gpu{}-pcie", g), pcie_Bps, pcie_latency);
+  for (int g = 0; g + 1 < n; g += 2)
+    if (b.gpu(g) != nullptr && b.gpu(g + 1) != nullptr)
+      bridge[static_cast<size_t>(g)] =
+          b.link(fmt::format("gpu{}-gpu{}-nvlink", g, g + 1), intra.bandwidth_Bps, intra.latency_s);
+  auto up   = [&](int g) { return Hop(pcie[static_cast<size_t>(g)], Hop::Direction::UP); };
+  auto down = [&](int g) { return Hop(pcie[static_cast<size_t>(g)], Hop::Direction::DOWN); };
+  b.route_gpu_pairs([&](int a, int c) {
+    if (a % 2 == 0 && c == a + 1)
+      return Path{Hop(bridge[static_cast<size_t>(a)], Hop::Direction::UP)};
+    return Path{up(a), down(c)};
+  });
+  b.route_to_cpu([&](int g) { return Path{up(g)}; });
+}
+
+const bool registered = NodeTypeRegistry::add(
+    "nvlink_pairs",
+    "PCIe GPUs bridged two by two by NVLink (A100 PCIe, H100 NVL, RTX 3090/A6000 with bridges): the bridge inside "
+    "a pair (bandwidth per direction), PCIe through the CPU's root complex between pairs",
+    NodeType{.gpus_per_node       = 0,
+             .check               = check,
+             .build               = build,
+             .builds_every_gpu    = false,
+             .rated_bandwidth_Bps = std::nullopt,
+             .link_class          = LinkClass::NvLinkDirect,
+             .in_switch_reduction = false,
+             .rated_by_device     = true});
+
+} // namespace
+} // namespace stepsim

@@ -647,3 +647,29 @@ TEST_CASE("a ring's uncontended time in closed form is the step-by-step walk's",
         CHECK(closed == Approx(uncontended_seconds(walked, op, g, bytes, path)).epsilon(1e-12));
       }
 }
+
+TEST_CASE("an all-to-all across nodes takes the NICs' time for the bytes that leave each node", "[collectives]")
+{
+  // NCCL's maintainers: on 2 nodes half an all-to-all's traffic is inter-node, so its bus
+  // bandwidth is twice the network bandwidth per GPU, N/(N-1) times it on N nodes
+  // (https://github.com/NVIDIA/nccl-tests/issues/130). The peers inside the node and outside it
+  // are two lanes side by side (models/collectives/direct.cpp).
+  const CollectiveAlgorithm& direct = CollectiveRegistry::get("direct", "");
+  const double S = 1e9, nic = 25e9;
+  for (int nodes : {2, 4, 8}) {
+    const GroupShape g = nodes_of(nodes, 8);
+    auto path          = [&g](int x, int y) {
+      const bool inside = g.node_of_member[static_cast<size_t>(x)] == g.node_of_member[static_cast<size_t>(y)];
+      return inside ? PathCost{0, 300e9} : PathCost{0, 25e9};
+    };
+    INFO(nodes << " nodes of 8");
+    REQUIRE(lanes_of(direct, CollectiveOp::AllToAll, g, S) == 2);
+    const int n   = g.n;
+    const double t = uncontended_seconds(direct, CollectiveOp::AllToAll, g, S, path);
+    // The bytes that leave a GPU's node, (n - 8) / n of its buffer, over its NIC.
+    CHECK(t == Approx((n - 8) * S / n / nic).epsilon(1e-9));
+    const double busbw = S / t * (n - 1) / n;
+    CHECK(busbw == Approx(nic * nodes / (nodes - 1.0) * (n - 1) / n).epsilon(1e-9));
+    check_matching(direct, CollectiveOp::AllToAll, g, S);
+  }
+}

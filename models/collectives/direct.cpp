@@ -14,6 +14,16 @@
 // steps pay in turn (every flow crosses the GPU's one link), so the rotation stays there; on a
 // mesh each peer has its own link, and one peer at a time would leave six of an MI300X's seven
 // idle (45 GB/s of bus bandwidth instead of seven links' worth).
+//
+// Across nodes (every node holding p members) the peers in the member's own node and those in
+// other nodes are two rotations side by side, one lane each: the first over the p-1 peers of the
+// node, the second over the (N-1)p peers of the other N-1 nodes, node after node. The two go over
+// different links (the node's NVLink or PCIe, the NICs) and NCCL progresses them at once, so the
+// collective takes as long as the NICs need for the bytes that leave the node: NCCL's maintainers
+// give an all-to-all's bus bandwidth on 2 nodes as twice the network bandwidth per GPU, falling
+// to once with many nodes, N/(N-1) times it (https://github.com/NVIDIA/nccl-tests/issues/130).
+// One rotation over all n-1 peers would put a peer across the nodes into nearly every step and
+// make every step wait for the NIC: the network bandwidth per GPU on 2 nodes, half of that.
 #include "models/collectives/collective.hpp"
 
 #include <stdexcept>
@@ -27,12 +37,26 @@ namespace {
 // flows each at once would grow with the square of the group.
 bool side_by_side(const GroupShape& g) { return g.full_mesh && g.n > 1 && g.nodes() == 1; }
 
-int direct_lanes(CollectiveOp, const GroupShape& g, double) { return side_by_side(g) ? g.n - 1 : 1; }
+// The peers inside the node and those outside it as two lanes (see the header): a group over
+// several nodes of the same number of members, more than one each.
+bool split_by_node(const GroupShape& g) { return g.nodes() > 1 && g.per_node > 1; }
+
+int direct_lanes(CollectiveOp, const GroupShape& g, double)
+{
+  return side_by_side(g) ? g.n - 1 : split_by_node(g) ? 2 : 1;
+}
+
+// Steps of a reduce-scatter, all-gather or all-to-all: the longest lane's (the peers outside the
+// node, where split).
+int rotation_steps(const GroupShape& g)
+{
+  return side_by_side(g) ? 1 : split_by_node(g) ? (g.nodes() - 1) * g.per_node : g.n - 1;
+}
 
 int direct_steps(CollectiveOp op, const GroupShape& g, double)
 {
   const int n = g.n;
-  const int k = side_by_side(g) ? 1 : n - 1; // steps of a reduce-scatter, all-gather or all-to-all
+  const int k = rotation_steps(g);
   switch (op) {
   case CollectiveOp::AllReduce: return n <= 1 ? 0 : 2 * k;
   case CollectiveOp::AllGather:
@@ -48,11 +72,33 @@ int direct_steps(CollectiveOp op, const GroupShape& g, double)
 CollectiveStep direct_step(CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step)
 {
   const int n = g.n;
+  CollectiveStep s;
+  s.bytes = bytes / n;
+  if (split_by_node(g)) {
+    const int p = g.per_node, nodes = g.nodes();
+    const int k = op == CollectiveOp::AllReduce ? step % rotation_steps(g) : step;
+    const int node = g.node_of_member[static_cast<size_t>(member)];
+    const int l    = g.local_rank[static_cast<size_t>(member)];
+    auto at        = [&g](int node_index, int local) {
+      return g.node_members[static_cast<size_t>(node_index)][static_cast<size_t>(local)];
+    };
+    if (lane == 0) { // the node's own peers, p - 1 steps; the lane idles after them
+      if (k < p - 1) {
+        s.send(at(node, (l + 1 + k) % p));
+        s.recv(at(node, ((l - 1 - k) % p + p) % p));
+      }
+      return s;
+    }
+    // The other nodes' members: node by node (the next node first), each node's from the member
+    // at the sender's own place on; a permutation at every step.
+    const int hop = 1 + k / p, shift = k % p;
+    s.send(at((node + hop) % nodes, (l + shift) % p));
+    s.recv(at(((node - hop) % nodes + nodes) % nodes, ((l - shift) % p + p) % p));
+    return s;
+  }
   // The all-reduce's all-gather half repeats the rotation of its reduce-scatter half. Side by
   // side, the lane is the peer's offset.
   const int k = side_by_side(g) ? lane : op == CollectiveOp::AllReduce && n > 1 ? step % (n - 1) : step;
-  CollectiveStep s;
-  s.bytes     = bytes / n;
   s.send((member + k + 1) % n);
   s.recv(((member - k - 1) % n + n) % n);
   return s;
@@ -61,7 +107,7 @@ CollectiveStep direct_step(CollectiveOp op, const GroupShape& g, double bytes, i
 const bool registered = CollectiveRegistry::add(
     "direct",
     "each member sends its S/n chunk straight to every peer, one peer per step (n-1 steps; all-reduce 2(n-1)); in a "
-    "full-mesh node to every peer at once",
+    "full-mesh node to every peer at once; across nodes the node's peers and the other nodes' side by side",
     CollectiveAlgorithm{"direct", direct_lanes, direct_steps, direct_step, {}});
 
 } // namespace

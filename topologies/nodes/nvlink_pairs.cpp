@@ -37,8 +37,9 @@ void build(NodeBuild& b)
   const auto& links     = link_efficiency();
   const int n           = static_cast<int>(b.gpus.size());
   const double pcie_Bps = b.host_link_Bps * links.pcie;
-  // The PCIe hop's latency: the root complex crossing of the `pcie` type's links (half each way)
-  // with its per-step cost, as the bridge's latency carries NVLink's.
+  // Each PCIe link: the GPU's host link latency and half of links.json's PCIe step, so that a
+  // transfer between pairs (up one link, down another) pays one PCIe step, as the `pcie` type's
+  // do; the bridge's latency carries NVLink's step (with_achieved_bandwidth).
   const double pcie_latency = b.group->host.link_latency_s + links.pcie_step_s / 2;
   std::vector<simgrid::s4u::Link*> pcie(b.gpus.size(), nullptr), bridge(b.gpus.size(), nullptr);
   for (int g = 0; g < n; ++g)
@@ -62,14 +63,7 @@ const bool registered = NodeTypeRegistry::add(
     "nvlink_pairs",
     "PCIe GPUs bridged two by two by NVLink (A100 PCIe, H100 NVL, RTX 3090/A6000 with bridges): the bridge inside "
     "a pair (bandwidth per direction), PCIe through the CPU's root complex between pairs",
-    NodeType{.gpus_per_node       = 0,
-             .check               = check,
-             .build               = build,
-             .builds_every_gpu    = false,
-             .rated_bandwidth_Bps = std::nullopt,
-             .link_class          = LinkClass::NvLinkDirect,
-             .in_switch_reduction = false,
-             .rated_by_device     = true});
+    NodeType{.check = check, .build = build, .link_class = LinkClass::NvLinkDirect, .rated_by_device = true});
 
 } // namespace
 } // namespace stepsim

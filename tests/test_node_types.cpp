@@ -123,6 +123,8 @@ TEST_CASE("a transfer between two GPUs of a node takes its route's bottleneck an
       // Between pairs over PCIe peer to peer through the root complex, at PCIe's achieved fraction.
       Case{"NVLink bridge: cards of two pairs, over PCIe", pairs, 1, 2, 32e9 * link_efficiency().pcie, 2 * pcie_hop,
            names({"node0-gpu1-pcie_UP", "node0-gpu2-pcie_DOWN"})},
+      Case{"HGX 4-GPU NVLink mesh: a pair's own bundle", one_node("nvlink_mesh", 4), 3, 0, B, L,
+           names({"node0-gpu0-gpu3-nvlink_DOWN"})},
       Case{"NVL72: any two of 72 GPUs", one_node("nvl72", 72), 0, 71, B, L,
            names({"node0-gpu0-nvl72_UP", "node0-gpu71-nvl72_DOWN"})},
       Case{"chiplet mesh: neighbours", mesh, 5, 9, B, L, names({"node0-gpu5-gpu9-mesh_UP"})},
@@ -166,6 +168,34 @@ TEST_CASE("a ring all-reduce on a DGX-1 cube-mesh runs NCCL's six rings over its
   CHECK(t_mesh == Approx(2.0 * (n - 1) * (S / 6 / n / B + L)).epsilon(0.02));
   CHECK(t_sw == Approx(2.0 * (n - 1) * (S / n / (6 * B) + L)).epsilon(0.02));
   CHECK(t_mesh < 2.0 * (n - 1) * (S / n / B + 2 * L) / 4); // far from the single ring
+}
+
+TEST_CASE("an HGX 4-GPU board's NVLink mesh lays its rings and all-to-all over every bundle, as an xGMI mesh does",
+          "[node_types]")
+{
+  // nvlink_mesh: a bundle of B between every two of 4 GPUs. The rings take two of each GPU's three
+  // bundles (K*_4 has no decomposition into three directed rings), the all-to-all all three at
+  // once: as on the xGMI mesh of the same wiring below, and nothing like a single ring.
+  const double S    = 1e9;
+  PlatformSpec mesh = one_node("nvlink_mesh", 4, 4);
+  CHECK(ring_all_reduce_s(mesh, S) == Approx(6.0 * (S / 2 / 4 / B + L)).epsilon(0.02));
+  CHECK(ring_all_reduce_s(mesh, S) == Approx(ring_all_reduce_s(one_node("xgmi_mesh", 4, 4), S)).epsilon(1e-9));
+  CHECK(collective_s(mesh, CollectiveOp::AllToAll, "direct", S) == Approx(S / 4 / B + L).epsilon(0.02));
+  CHECK_THROWS_WITH(check_node_types(one_node("nvlink_mesh", 16)), Catch::Contains("at most 8 GPUs"));
+  // RCCL's MSCCL programs are AMD's: an 8-GPU NVLink mesh's all-reduce is NCCL's ring, where an
+  // xGMI mesh of 8 takes the all-pairs program at 1 MB (models/collectives/msccl.cpp).
+  nlohmann::json j          = testing::small_scenario(1, 8, 8);
+  auto& group               = j["platform"]["node_groups"][0];
+  group["count"]            = 1;
+  group["gpus_per_node"]    = 8;
+  group["gpu"]              = "H100-SXM";
+  group["intra_node"]       = {{"type", "nvlink_mesh"}, {"bandwidth", "50GBps"}, {"latency", "1us"}};
+  const std::string nvidia = testing::write_temp_file("nvlink-mesh-8.json", j.dump());
+  const auto picked        = testing::run_stepsim("collective " + nvidia + " --sizes 1MB");
+  INFO(picked.output);
+  REQUIRE(picked.exit_code == 0);
+  CHECK(picked.output.find("msccl") == std::string::npos);
+  CHECK(picked.output.find("ring/") != std::string::npos);
 }
 
 TEST_CASE("a ring all-reduce on an xGMI mesh lays a ring on every link, inside a node and across nodes",

@@ -44,8 +44,8 @@ void describe_groups(Workload& w, const PlatformSpec& platform, const std::vecto
   const std::vector<int> node = node_of_gpu(platform);
   std::vector<char> reduces;  // per node
   std::vector<double> rate;   // per node: its NVSwitch's reduction rate per GPU (links.json)
-  std::vector<char> mesh;     // per node: a link between each two GPUs (an xGMI mesh)
-  std::vector<char> msccl;    // per node: its RCCL runs MSCCL's programs (intra_node.msccl)
+  std::vector<char> mesh;     // per node: a link between each two GPUs (an xGMI or NVLink mesh)
+  std::vector<char> msccl;    // per node: its RCCL runs MSCCL's programs (intra_node.msccl, xGMI only)
   // NCCL_NVLS_ENABLE=0, or an NCCL_ALGO that enables neither NVLS nor NVLS-tree for all-reduce,
   // leaves the switches' reduction unused (CollNet then gathers inside a node over the links).
   const bool nvls_enabled = (platform.nccl_env.choices.algorithms[0] & (kNcclNvls | kNcclNvlsTree)) != 0;
@@ -53,7 +53,9 @@ void describe_groups(Workload& w, const PlatformSpec& platform, const std::vecto
     const bool nvls = nvls_enabled && in_switch_reduction(g);
     const NodeType* type = NodeTypeRegistry::find(g.intra_node.type);
     mesh.insert(mesh.end(), static_cast<size_t>(g.count), type != nullptr && type->full_mesh ? 1 : 0);
-    msccl.insert(msccl.end(), static_cast<size_t>(g.count), g.intra_node.msccl ? 1 : 0);
+    // RCCL's MSCCL programs run on AMD's xGMI meshes, not on NVIDIA's NVLink ones (nvlink_mesh).
+    const bool rccl = type != nullptr && type->link_class == LinkClass::Xgmi;
+    msccl.insert(msccl.end(), static_cast<size_t>(g.count), g.intra_node.msccl && rccl ? 1 : 0);
     reduces.insert(reduces.end(), static_cast<size_t>(g.count), nvls ? 1 : 0);
     rate.insert(rate.end(), static_cast<size_t>(g.count), nvls ? link_efficiency().nvls_reduction_for(g.gpu) : 0.0);
   }

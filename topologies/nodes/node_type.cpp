@@ -97,6 +97,31 @@ void NodeBuild::star(const std::string& role, double Bps, double latency_s)
   });
 }
 
+void NodeBuild::full_mesh(const std::string& role)
+{
+  add_host_links();
+  const double Bps = group->intra_node.bandwidth_Bps, latency_s = group->intra_node.latency_s;
+  const auto n     = gpus.size();
+  // link[a][c]: the link between a and c. Only the built GPUs' links: a pair's route crosses no
+  // other GPU.
+  std::vector<std::vector<sg4::Link*>> links(n, std::vector<sg4::Link*>(n, nullptr));
+  for (size_t a = 0; a < n; ++a)
+    for (size_t c = a + 1; c < n; ++c)
+      if (gpu(static_cast<int>(a)) != nullptr && gpu(static_cast<int>(c)) != nullptr)
+        links[a][c] = links[c][a] = link(fmt::format("gpu{}-gpu{}-{}", a, c, role), Bps, latency_s);
+  route_gpu_pairs([&](int a, int c) {
+    return Path{Hop(links[static_cast<size_t>(a)][static_cast<size_t>(c)], a < c ? Direction::UP : Direction::DOWN)};
+  });
+}
+
+std::vector<std::string> mesh_size_problems(const NodeGroupSpec& g, const std::string& type, const std::string& links)
+{
+  if (g.gpus_per_node <= kMostMeshGpus)
+    return {};
+  return {fmt::format("type: an {} node joins at most {} GPUs pair by pair ({}); got gpus_per_node {}", type,
+                      kMostMeshGpus, links, g.gpus_per_node)};
+}
+
 sg4::Host* build_cpu_host(NodeBuild& b)
 {
   if (!b.host_side)

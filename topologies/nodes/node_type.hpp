@@ -71,7 +71,18 @@ struct NodeBuild {
   // a route between two GPUs crosses both their links. No links when fewer than two GPUs are
   // built: a lone GPU of a reduced platform has no one to talk to over them.
   void star(const std::string& role, double Bps, double latency_s);
+  // Every two built GPUs a < c joined by a link "gpu{a}-gpu{c}-{role}" of their own (UP from a),
+  // of intra_node's bandwidth and latency, a pair's route crossing that link alone, and each GPU
+  // its host link: a fully connected mesh with no switch (an AMD Instinct node's xGMI, an HGX
+  // 4-GPU board's NVLink).
+  void full_mesh(const std::string& role);
 };
+
+// The most GPUs a full mesh joins: the rings mesh_rings lays (models/collectives/collective.hpp)
+// go up to 8, an AMD Instinct platform's (seven xGMI links each).
+inline constexpr int kMostMeshGpus = 8;
+// The problem with a node group's GPU count for a full-mesh type `type` (none, or "type: ...").
+std::vector<std::string> mesh_size_problems(const NodeGroupSpec& g, const std::string& type, const std::string& links);
 
 // Which measured efficiency (configs/calibration/links.json) a node type's GPU links achieve.
 enum class LinkClass : uint8_t {

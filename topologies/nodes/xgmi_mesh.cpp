@@ -18,42 +18,15 @@
 // models do on such a node (GroupShape::full_mesh, models/collectives/mesh_rings.cpp).
 #include "topologies/nodes/node_type.hpp"
 
-#include <fmt/format.h>
-
 namespace stepsim {
 namespace {
 
-// The largest mesh: an AMD Instinct platform's eight GPUs (seven xGMI links each).
-constexpr int kMostGpus = 8;
-
 std::vector<std::string> check(const NodeGroupSpec& g)
 {
-  if (g.gpus_per_node > kMostGpus)
-    return {fmt::format("type: an xgmi_mesh node joins at most {} GPUs (each GPU has {} xGMI links); got "
-                        "gpus_per_node {}",
-                        kMostGpus, kMostGpus - 1, g.gpus_per_node)};
-  return {};
+  return mesh_size_problems(g, "xgmi_mesh", "each GPU has 7 xGMI links");
 }
 
-void build(NodeBuild& b)
-{
-  const auto& intra = b.group->intra_node;
-  const int n       = b.group->gpus_per_node;
-  b.add_host_links();
-  // link[a][c]: the xGMI link between a and c, UP from the lower-numbered GPU. Only the built
-  // GPUs' links: a pair's route crosses no other GPU.
-  std::vector<std::vector<simgrid::s4u::Link*>> link(static_cast<size_t>(n),
-                                                     std::vector<simgrid::s4u::Link*>(static_cast<size_t>(n)));
-  for (int a = 0; a < n; ++a)
-    for (int c = a + 1; c < n; ++c)
-      if (b.gpu(a) != nullptr && b.gpu(c) != nullptr)
-        link[static_cast<size_t>(a)][static_cast<size_t>(c)] = link[static_cast<size_t>(c)][static_cast<size_t>(a)] =
-            b.link(fmt::format("gpu{}-gpu{}-xgmi", a, c), intra.bandwidth_Bps, intra.latency_s);
-  b.route_gpu_pairs([&](int a, int c) {
-    return Path{Hop(link[static_cast<size_t>(a)][static_cast<size_t>(c)],
-                    a < c ? Hop::Direction::UP : Hop::Direction::DOWN)};
-  });
-}
+void build(NodeBuild& b) { b.full_mesh("xgmi"); }
 
 // 64e9: one xGMI link per direction (the AMD blog above; MI300X and MI325X platforms alike).
 const bool registered = NodeTypeRegistry::add(

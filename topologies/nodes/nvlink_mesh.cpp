@@ -32,7 +32,15 @@ const bool registered = NodeTypeRegistry::add(
     "nvlink_mesh",
     "HGX 4-GPU board (A100, H100): every two GPUs joined by an NVLink bundle of their own (bandwidth per pair), "
     "no NVSwitch",
-    NodeType{.check = check, .build = build, .link_class = LinkClass::NvLinkDirect, .full_mesh = true});
+    NodeType{.gpus_per_node       = 0,
+             .check               = check,
+             .build               = build,
+             .builds_every_gpu    = false,
+             .rated_bandwidth_Bps = std::nullopt, // the split of a GPU's links over its peers is the board's
+             .link_class          = LinkClass::NvLinkDirect,
+             .in_switch_reduction = false,
+             .rated_by_device     = false,
+             .full_mesh           = true});
 
 } // namespace
 } // namespace stepsim

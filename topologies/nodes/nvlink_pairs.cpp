@@ -63,7 +63,15 @@ const bool registered = NodeTypeRegistry::add(
     "nvlink_pairs",
     "PCIe GPUs bridged two by two by NVLink (A100 PCIe, H100 NVL, RTX 3090/A6000 with bridges): the bridge inside "
     "a pair (bandwidth per direction), PCIe through the CPU's root complex between pairs",
-    NodeType{.check = check, .build = build, .link_class = LinkClass::NvLinkDirect, .rated_by_device = true});
+    NodeType{.gpus_per_node       = 0,
+             .check               = check,
+             .build               = build,
+             .builds_every_gpu    = false,
+             .rated_bandwidth_Bps = std::nullopt, // the device file's bridged nvlink_bandwidth
+             .link_class          = LinkClass::NvLinkDirect,
+             .in_switch_reduction = false,
+             .rated_by_device     = true,
+             .full_mesh           = false});
 
 } // namespace
 } // namespace stepsim

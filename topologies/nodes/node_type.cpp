@@ -114,12 +114,21 @@ void NodeBuild::full_mesh(const std::string& role)
   });
 }
 
-std::vector<std::string> mesh_size_problems(const NodeGroupSpec& g, const std::string& type, const std::string& links)
+NodeType full_mesh_type(const std::string& type, const std::string& role, const std::string& links, LinkClass link_class,
+                        std::optional<double> rated_bandwidth_Bps)
 {
-  if (g.gpus_per_node <= kMostMeshGpus)
-    return {};
-  return {fmt::format("type: an {} node joins at most {} GPUs pair by pair ({}); got gpus_per_node {}", type,
-                      kMostMeshGpus, links, g.gpus_per_node)};
+  NodeType t;
+  t.check = [type, links](const NodeGroupSpec& g) -> std::vector<std::string> {
+    if (g.gpus_per_node <= kMostMeshGpus)
+      return {};
+    return {fmt::format("type: an {} node joins at most {} GPUs pair by pair ({}); got gpus_per_node {}", type,
+                        kMostMeshGpus, links, g.gpus_per_node)};
+  };
+  t.build               = [role](NodeBuild& b) { b.full_mesh(role); };
+  t.rated_bandwidth_Bps = rated_bandwidth_Bps;
+  t.link_class          = link_class;
+  t.full_mesh           = true;
+  return t;
 }
 
 sg4::Host* build_cpu_host(NodeBuild& b)

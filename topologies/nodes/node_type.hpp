@@ -78,12 +78,6 @@ struct NodeBuild {
   void full_mesh(const std::string& role);
 };
 
-// The most GPUs a full mesh joins: the rings mesh_rings lays (models/collectives/collective.hpp)
-// go up to 8, an AMD Instinct platform's (seven xGMI links each).
-inline constexpr int kMostMeshGpus = 8;
-// The problem with a node group's GPU count for a full-mesh type `type` (none, or "type: ...").
-std::vector<std::string> mesh_size_problems(const NodeGroupSpec& g, const std::string& type, const std::string& links);
-
 // Which measured efficiency (configs/calibration/links.json) a node type's GPU links achieve.
 enum class LinkClass : uint8_t {
   NvLink,       // NVLink through NVSwitches: the "nvswitch" figure
@@ -120,6 +114,15 @@ struct NodeType {
   bool full_mesh = false;
 };
 using NodeTypeRegistry = Registry<NodeType>;
+
+// The most GPUs a full mesh joins: the rings mesh_rings lays (models/collectives/collective.hpp)
+// go up to 8, an AMD Instinct platform's (seven xGMI links each).
+inline constexpr int kMostMeshGpus = 8;
+// A fully connected node type (xgmi_mesh, nvlink_mesh): NodeBuild::full_mesh with links named by
+// `role`, any GPU count up to kMostMeshGpus (a larger one refused at intra_node.type as a `type`
+// node, `links` saying why), the links' measured class and rated bandwidth per pair.
+NodeType full_mesh_type(const std::string& type, const std::string& role, const std::string& links, LinkClass link_class,
+                        std::optional<double> rated_bandwidth_Bps);
 
 // The scenario with each node group's GPU named by its catalogue name (catalogue_device_name: a
 // product name as NVML prints it stands for its device) and its intra_node.bandwidth, where not

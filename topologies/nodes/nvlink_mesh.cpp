@@ -21,26 +21,13 @@
 namespace stepsim {
 namespace {
 
-std::vector<std::string> check(const NodeGroupSpec& g)
-{
-  return mesh_size_problems(g, "nvlink_mesh", "HGX 4-GPU boards have 4; a larger node has NVSwitches, \"nvswitch\"");
-}
-
-void build(NodeBuild& b) { b.full_mesh("nvlink"); }
-
+// No rated bandwidth: the split of a GPU's links over its peers is the board's.
 const bool registered = NodeTypeRegistry::add(
     "nvlink_mesh",
     "HGX 4-GPU board (A100, H100): every two GPUs joined by an NVLink bundle of their own (bandwidth per pair), "
     "no NVSwitch",
-    NodeType{.gpus_per_node       = 0,
-             .check               = check,
-             .build               = build,
-             .builds_every_gpu    = false,
-             .rated_bandwidth_Bps = std::nullopt, // the split of a GPU's links over its peers is the board's
-             .link_class          = LinkClass::NvLinkDirect,
-             .in_switch_reduction = false,
-             .rated_by_device     = false,
-             .full_mesh           = true});
+    full_mesh_type("nvlink_mesh", "nvlink", "HGX 4-GPU boards have 4; a larger node has NVSwitches, \"nvswitch\"",
+                   LinkClass::NvLinkDirect, std::nullopt));
 
 } // namespace
 } // namespace stepsim

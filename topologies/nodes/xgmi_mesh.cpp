@@ -21,27 +21,12 @@
 namespace stepsim {
 namespace {
 
-std::vector<std::string> check(const NodeGroupSpec& g)
-{
-  return mesh_size_problems(g, "xgmi_mesh", "each GPU has 7 xGMI links");
-}
-
-void build(NodeBuild& b) { b.full_mesh("xgmi"); }
-
 // 64e9: one xGMI link per direction (the AMD blog above; MI300X and MI325X platforms alike).
 const bool registered = NodeTypeRegistry::add(
     "xgmi_mesh",
     "AMD Instinct MI300X/MI325X platform: every two GPUs joined by an xGMI link of their own (bandwidth per link), "
     "no switch",
-    NodeType{.gpus_per_node       = 0,
-             .check               = check,
-             .build               = build,
-             .builds_every_gpu    = false,
-             .rated_bandwidth_Bps = 64e9,
-             .link_class          = LinkClass::Xgmi,
-             .in_switch_reduction = false,
-             .rated_by_device     = false,
-             .full_mesh           = true});
+    full_mesh_type("xgmi_mesh", "xgmi", "each GPU has 7 xGMI links", LinkClass::Xgmi, 64e9));
 
 } // namespace
 } // namespace stepsim

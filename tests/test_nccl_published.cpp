@@ -174,7 +174,7 @@ TEST_CASE("held-out nccl-tests logs: the single-process 8-GPU node within today'
 {
   const Comparison c = compare_published(config_dir() + "/calibration/nccl_tests_heldout.json", false, "", 8);
   std::cout << comparison_table(c) << std::flush;
-  REQUIRE(c.cases.size() == 25); // the Echo logs first, then those collected from public pages
+  REQUIRE(c.cases.size() == 34); // the Echo logs first, then those collected from public pages
   const auto& node = c.cases.front();
   REQUIRE(node.name == "echo_azure_ndv4_a100_allreduce_8gpu");
   REQUIRE(node.not_modelled.empty());

@@ -673,3 +673,28 @@ TEST_CASE("an all-to-all across nodes takes the NICs' time for the bytes that le
     check_matching(direct, CollectiveOp::AllToAll, g, S);
   }
 }
+
+TEST_CASE("an all-to-all over more than 256 GPUs across nodes is timed by its closed form, as its walk", "[collectives]")
+{
+  // 40 nodes of 8: every step of a lane costs its first (CollectiveAlgorithm::steps_alike), the
+  // node's own lane for its 7 steps: the walk over all 320 x 312 member-steps gives the same.
+  // 1,000 nodes of 8 walked took minutes and gigabytes (models/collectives/direct.cpp).
+  const CollectiveAlgorithm& direct = CollectiveRegistry::get("direct", "");
+  CollectiveAlgorithm walked        = direct;
+  walked.steps_alike                = {};
+  const double S                    = 1e9;
+  for (const auto& [inside_latency, inside_bandwidth] : {std::pair{1e-6, 300e9}, std::pair{20e-6, 1e9}}) {
+    const GroupShape g = nodes_of(40, 8);
+    auto path          = [&g, inside_latency = inside_latency, inside_bandwidth = inside_bandwidth](int x, int y) {
+      const bool inside = g.node_of_member[static_cast<size_t>(x)] == g.node_of_member[static_cast<size_t>(y)];
+      return inside ? PathCost{inside_latency, inside_bandwidth} : PathCost{5e-6, 25e9};
+    };
+    INFO("inside the node " << inside_bandwidth / 1e9 << " GB/s");
+    REQUIRE(direct.steps_alike(CollectiveOp::AllToAll, g));
+    REQUIRE_FALSE(direct.steps_alike(CollectiveOp::AllToAll, nodes_of(32, 8))); // 256: walked
+    for (CollectiveOp op : {CollectiveOp::AllToAll, CollectiveOp::AllReduce}) {
+      const double closed = uncontended_seconds(direct, op, g, S, path);
+      CHECK(closed == Approx(uncontended_seconds(walked, op, g, S, path)).epsilon(1e-9));
+    }
+  }
+}

@@ -127,6 +127,8 @@ void check_collective_algorithm(const Scenario& s)
   // by step, which at thousands of ranks costs more than the rest of reading the scenario.
   if (s.simulation.collective_algorithm == "auto" && s.simulation.collective_algorithm_per_op.empty())
     return;
+  if (s.platform.node_groups.empty()) // a federated round: refused where it is read
+    return;
   const CollectiveAlgorithm algorithm = scenario_collective_algorithm(s.simulation);
   const auto& first = s.platform.node_groups.front();
   bool nvls         = false;
@@ -162,7 +164,7 @@ void check_collective_algorithm(const Scenario& s)
 void check_nccl_env(const Scenario& s)
 {
   const NcclChoices& enabled = s.platform.nccl_env.choices;
-  if (enabled == NcclChoices{})
+  if (enabled == NcclChoices{} || s.platform.node_groups.empty())
     return;
   const auto& chosen = s.simulation.collective_algorithm_per_op;
   const auto& all    = s.simulation.collective_algorithm;

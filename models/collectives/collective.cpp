@@ -408,8 +408,9 @@ double uniform_steps_seconds(const CollectiveAlgorithm& a, CollectiveOp op, cons
       slowest = std::max(slowest, p.latency_s + wire);
     }
     // Added step by step, as the walk adds them, so that the sum rounds as it does.
-    double lane_end = 0;
-    for (int k = 0; k < K; ++k)
+    const int lane_K = a.lane_steps ? std::min(K, a.lane_steps(op, g, bytes, lane)) : K;
+    double lane_end  = 0;
+    for (int k = 0; k < lane_K; ++k)
       lane_end += slowest;
     end = std::max(end, lane_end);
   }
@@ -427,7 +428,7 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
   const int K     = n > 1 ? a.steps(op, g, bytes) : 0;
   if (K == 0)
     return 0;
-  if (a.uniform_steps && a.uniform_steps(op, g))
+  if ((a.uniform_steps && a.uniform_steps(op, g)) || (a.steps_alike && a.steps_alike(op, g)))
     return uniform_steps_seconds(a, op, g, bytes, lanes, K, path, shared_uplinks);
   const auto slot = [K](int m, int k) { return static_cast<size_t>(m) * static_cast<size_t>(K) + static_cast<size_t>(k); };
   auto across     = [&g](int x, int y) {

@@ -168,6 +168,18 @@ struct CollectiveAlgorithm {
   // after the other. A step still waits for the receives it needs (a chunk is forwarded only once
   // it has arrived).
   int pipeline_slots = 1;
+  // Set where, on a large group, every step of a lane may be costed as its first while the
+  // members' peers differ from step to step: each step a permutation in which every member sends
+  // S/n through its own links (direct's rotation over the other nodes' members). uncontended_seconds
+  // then takes uniform_steps' closed form, each lane for lane_steps of its steps, instead of
+  // walking every member's every step (8,000 members of an all-to-all: 64 million member-steps,
+  // minutes and gigabytes). Exact where the fabric does not tell one node from another (a
+  // non-blocking fat tree); on thinned uplinks or rails the first step's paths stand for all.
+  // null = never. The engine's flow replay does not read it.
+  std::function<bool(CollectiveOp op, const GroupShape& g)> steps_alike{};
+  // With steps_alike: the steps lane `lane` runs (fewer than steps() where a lane idles after its
+  // last: direct's rotation over a node's own p-1 members). null = every lane runs them all.
+  std::function<int(CollectiveOp op, const GroupShape& g, double bytes, int lane)> lane_steps{};
 };
 
 // NCCL_STEPS (src/include/device.h): the slots of a connection's buffer a sender may fill ahead.

@@ -90,8 +90,10 @@ CollectiveStep direct_step(CollectiveOp op, const GroupShape& g, double bytes, i
       return s;
     }
     // The other nodes' members: node by node (the next node first), each node's from the member
-    // at the sender's own place on; a permutation at every step.
-    const int hop = 1 + k / p, shift = k % p;
+    // one place past the sender's own on (its own place last); a permutation at every step. The
+    // first step goes to another place, on a rail-optimized fabric another rail: it stands for
+    // all the steps where the group is timed by its closed form (steps_alike, below).
+    const int hop = 1 + k / p, shift = (k + 1) % p;
     s.send(at((node + hop) % nodes, (l + shift) % p));
     s.recv(at(((node - hop) % nodes + nodes) % nodes, ((l - shift) % p + p) % p));
     return s;
@@ -104,11 +106,34 @@ CollectiveStep direct_step(CollectiveOp op, const GroupShape& g, double bytes, i
   return s;
 }
 
+// Over more than kWalkedMembers members across nodes every step of a lane is costed as its first
+// (CollectiveAlgorithm::steps_alike): each step is a permutation in which every member sends S/n
+// through its own NIC (lane 1) or its own NVLink or PCIe link (lane 0), so on a fabric that does
+// not tell one node from another every step of a lane costs the same. Walking them all takes
+// n (n-1) member-steps: on 1,000 nodes of 8 GPUs an all-to-all table did not end in 300 s and held
+// 5 GB. 256, as the collectives that `stepsim collective` times by their closed form over a
+// fat-tree or rail fabric (tools/driver/collective_bench.hpp kFlowMembers).
+constexpr int kWalkedMembers = 256;
+
+CollectiveAlgorithm make_direct()
+{
+  CollectiveAlgorithm a{"direct", direct_lanes, direct_steps, direct_step, {}};
+  a.steps_alike = [](CollectiveOp op, const GroupShape& g) {
+    return op != CollectiveOp::Broadcast && op != CollectiveOp::Reduce && split_by_node(g) && g.n > kWalkedMembers;
+  };
+  // The node's own rotation (lane 0) runs p-1 steps of each half; the other nodes' all of them.
+  a.lane_steps = [](CollectiveOp op, const GroupShape& g, double, int lane) {
+    const int halves = op == CollectiveOp::AllReduce ? 2 : 1;
+    return lane == 0 && split_by_node(g) ? halves * (g.per_node - 1) : halves * rotation_steps(g);
+  };
+  return a;
+}
+
 const bool registered = CollectiveRegistry::add(
     "direct",
     "each member sends its S/n chunk straight to every peer, one peer per step (n-1 steps; all-reduce 2(n-1)); in a "
     "full-mesh node to every peer at once; across nodes the node's peers and the other nodes' side by side",
-    CollectiveAlgorithm{"direct", direct_lanes, direct_steps, direct_step, {}});
+    make_direct());
 
 } // namespace
 } // namespace stepsim

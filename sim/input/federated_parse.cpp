@@ -179,6 +179,19 @@ void check_federated_scenario(JsonReader& top, Scenario& s)
       problems.add(fmt::format("parallelism.{}", key),
                    fmt::format("{}, but in a federated round each client trains alone on its one device: expected 1",
                                degree));
+  // A round's clients train alone and talk to the server over their own links: no collective
+  // runs, so neither a collective algorithm nor NCCL's protocol nor ZeRO's sharding has anything
+  // to act on (and the checks that ask them about the plan's groups have no platform to ask).
+  if (s.simulation.collective_algorithm != "auto" || !s.simulation.collective_algorithm_per_op.empty())
+    problems.add("simulation.collective_algorithm",
+                 "a federated round runs no collectives (its clients send their updates to the server over their own "
+                 "links): leave it out");
+  if (s.simulation.nccl_protocol != "auto")
+    problems.add("simulation.nccl_protocol", "a federated round runs no collectives: leave it out");
+  if (p.zero_stage != 0)
+    problems.add("parallelism.zero_stage",
+                 fmt::format("{}, but in a federated round each client keeps its whole model and optimizer: expected 0",
+                             p.zero_stage));
   if (s.training.input.enabled)
     problems.add("training.input", "is not simulated in a federated round (training.federated)");
   if (s.training.checkpoint.every_steps > 0)

@@ -561,13 +561,16 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& base_
   const FrameworkProfile& framework  = read_framework(training, s.training);
   read_training(training, s.training, framework);
   read_parallelism(top.object("parallelism"), s.parallelism, framework, s.training);
-  if (s.training.federated.enabled)
-    check_federated_scenario(top, s); // no platform: the clients in training.federated are it
-  else
+  if (!s.training.federated.enabled) // a federated round has no platform: its clients are it
     read_platform(top.object("platform", true), s.platform);
   read_simulation(top.object("simulation"), s.simulation, base_dir);
+  if (s.training.federated.enabled)
+    check_federated_scenario(top, s); // after the simulation section, which it checks too
   for (size_t i = 0; i < s.simulation.stragglers.size(); ++i)
-    if (s.simulation.stragglers[i].rank >= s.platform.total_gpus() && problems.empty())
+    if (s.training.federated.enabled)
+      problems.add(fmt::format("simulation.stragglers[{}]", i),
+                   "a federated round has no ranks: a slower client is a client group of its own in training.federated.clients (its own device)");
+    else if (s.simulation.stragglers[i].rank >= s.platform.total_gpus() && problems.empty())
       problems.add(fmt::format("simulation.stragglers[{}].rank", i),
                    fmt::format("expected a rank below the platform's {} GPUs, got {}", s.platform.total_gpus(),
                                s.simulation.stragglers[i].rank));

@@ -208,7 +208,8 @@ std::string comparison_table(const Comparison& c)
   if (set)
     out += "+ the preset with the fields the case's \"set\" gives (a machine that differs from it)\n";
   if (closed)
-    out += fmt::format("* timed by its closed form: a tree over more than {} GPUs on a fat-tree or rail fabric "
+    out += fmt::format("* timed by its closed form: a collective other than a ring over more than {} GPUs on a "
+                       "fat-tree or rail fabric "
                        "(tools/driver/collective_bench.hpp)\n",
                        kFlowMembers);
   return out;

@@ -211,7 +211,8 @@ int run(const CollectiveOptions& o)
   };
   time_collectives(s.platform, members, *op, sizes, algorithm, network == "analytic", protocol, print_row, o.jobs);
   if (table && closed_forms > 0)
-    fmt::print("# (closed form): a tree over more than {} GPUs on a fat-tree or rail fabric is timed by its closed form "
+    fmt::print("# (closed form): a collective other than a ring (a tree, NVLS-tree, an all-to-all) over more than {} "
+               "GPUs on a fat-tree or rail fabric is timed by its closed form "
                "on the members' own links and the fabric's thinned uplinks, not flow by flow (--network analytic does "
                "so for every size)\n",
                kFlowMembers);

@@ -15,6 +15,11 @@
 #include <sstream>
 
 namespace stepsim {
+
+namespace {
+constexpr double kMostLogBytes          = 1099511627776.0; // 1 TiB (see the rows' checks)
+constexpr double kMostLogBytesPerSecond = 1e14;            // 100 TB/s
+} // namespace
 namespace {
 
 std::vector<std::string> tokens_of(const std::string& line)
@@ -213,12 +218,12 @@ NcclTestsLog parse_nccl_tests_log(const std::string& text, const std::string& pa
       if (name != "size" && name != "count" && name != "time" && name != "algbw" && name != "busbw")
         continue; // root, #wrong, error: not needed
       const auto v = number(cell);
+      if (name == "time")
+        ++timed; // the first time column is the out-of-place one, the second the in-place one
       if (!v || *v < 0)
         throw InputError({fmt::format("{}: column {} (\"{}\"{}): expected a number, got \"{}\"", where(line_no), i + 1,
                                       name, timed == 0 || name == "size" || name == "count" ? "" : timed == 1 ? ", out-of-place" : ", in-place",
                                       cell)});
-      if (name == "time")
-        ++timed;
       double* out = nullptr;
       if (name == "size")
         out = &row.bytes;
@@ -232,8 +237,22 @@ NcclTestsLog parse_nccl_tests_log(const std::string& text, const std::string& pa
         out = timed == 1 ? &row.busbw_GBps : &row.in_place_busbw_GBps;
       *out = *v;
     }
+    if (row.bytes == 0) { // a size of less than one element per rank: nothing moved, nothing to time
+      log.empty_rows.push_back(line_no);
+      continue;
+    }
     if (!(row.time_us > 0))
       throw InputError({fmt::format("{}: expected a positive out-of-place time, got {}", where(line_no), row.time_us)});
+    // nccl-tests sizes run to a few tens of GiB (-e 32G), and no GPU moves its buffer faster
+    // than its memory: NVLink 5 is 1.8 TB/s both ways, HBM3e 8 TB/s. A row beyond 1 TiB, or one
+    // whose algorithm bandwidth is above 100 TB/s, is a misprint, not a measurement.
+    if (row.bytes > kMostLogBytes)
+      throw InputError({fmt::format("{}: size {}: expected at most {:.0f} bytes (1 TiB)", where(line_no), row.bytes,
+                                    kMostLogBytes)});
+    if (row.bytes / (row.time_us * 1e-6) > kMostLogBytesPerSecond)
+      throw InputError({fmt::format("{}: {} bytes in {} us is {:.3g} TB/s of algorithm bandwidth; expected at most "
+                                    "100 TB/s (a time or a size misprinted?)",
+                                    where(line_no), row.bytes, row.time_us, row.bytes / (row.time_us * 1e-6) / 1e12)});
     log.rows.push_back(row);
   }
   if (header_line == 0)

@@ -42,6 +42,9 @@ struct NcclTestsLog {
   std::vector<NcclTestsRank> ranks; // in rank order
   std::vector<std::string> hosts;   // distinct, in order of first appearance
   std::vector<NcclTestsRow> rows;   // in the order printed
+  // Rows of 0 bytes (nccl-tests prints them where a size holds less than one element per rank):
+  // nothing to time, left out of `rows`; their lines.
+  std::vector<int> empty_rows;
   // GPUs each host thread drives: the header's "nGpus" (nccl-tests -g; "# nThread 1 nGpus 8
   // minBytes ..."), 1 where the log has no such line. See collective_bench.hpp
   // nccl_tests_iteration_seconds.

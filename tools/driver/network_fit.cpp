@@ -447,6 +447,10 @@ NetworkFit fit_network(const NetworkFitRequest& request)
       l.note = "sendrecv: stepsim times no point-to-point benchmark; listed, not fitted";
       continue;
     }
+    if (!log.empty_rows.empty())
+      add_note(l.note, fmt::format("{} row{} of 0 bytes left out (line{} {}): nothing moved", log.empty_rows.size(),
+                                   log.empty_rows.size() == 1 ? "" : "s", log.empty_rows.size() == 1 ? "" : "s",
+                                   fmt::join(log.empty_rows, ", ")));
     const int hosts = static_cast<int>(log.hosts.size()), per_host = log.ranks_per_host();
     const Scenario s = platform_scenario(request.preset, request.platform_file, hosts, request.sets);
     c.platform       = s.platform;

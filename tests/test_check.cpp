@@ -176,3 +176,13 @@ TEST_CASE("check holds a model without tokens by its samples per second", "[chec
   CHECK(wrong.output.find("scenarios[0].expected_tokens_per_s") != std::string::npos);
   CHECK(wrong.output.find("expected_samples_per_s") != std::string::npos);
 }
+
+TEST_CASE("stepsim check refuses an expected throughput no job reaches, naming its path")
+{
+  const std::string scenario = testing::write_temp_file("huge-small.json", testing::small_scenario(2, 1, 4).dump());
+  const nlohmann::json baseline = {{"scenarios", {{{"scenario", scenario}, {"expected_tokens_per_s", 1e308}}}}};
+  const auto r = testing::run_stepsim("check " + testing::write_temp_file("huge-baseline.json", baseline.dump()));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("scenarios[0].expected_tokens_per_s: 1e+308: expected at most"));
+}

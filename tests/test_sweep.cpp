@@ -323,3 +323,13 @@ TEST_CASE("sweeps whose point count is beyond the bound, shards that do not pars
     CHECK(r.output.find("expected K/N") != std::string::npos);
   }
 }
+
+TEST_CASE("stepsim validate refuses a sweep none of whose points can run, with their reasons")
+{
+  const nlohmann::json sweep = {{"base", {{"name", "x"}}}, {"grid", {{"training.micro_batch_size", {1, 2}}}}};
+  const auto r = testing::run_stepsim("validate " + testing::write_temp_file("nothing-runs.json", sweep.dump()));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("model: required field is missing") &&
+                           Catch::Contains("none of the sweep's 2 points can run"));
+}

@@ -79,10 +79,19 @@ Baseline read_baseline(const CheckOptions& o)
     if (r.has("expected_tokens_per_s") && r.has("expected_samples_per_s"))
       problems.add(r.path_of("expected_samples_per_s"),
                    "expected one of expected_tokens_per_s and expected_samples_per_s, not both");
+    // A throughput no job reaches is a misprint, not a baseline: 16,384 GPUs at a million tokens
+    // a second each is under 2e10.
+    constexpr double kMostThroughput = 1e13;
+    auto throughput = [&](const char* key) {
+      const double v = r.number(key, std::nullopt, 0, true);
+      if (v > kMostThroughput)
+        problems.add(r.path_of(key), fmt::format("{:g}: expected at most {:g} per second", v, kMostThroughput));
+      return v;
+    };
     if (r.has("expected_tokens_per_s"))
-      e.expected = r.number("expected_tokens_per_s", std::nullopt, 0, true);
+      e.expected = throughput("expected_tokens_per_s");
     else if (r.has("expected_samples_per_s")) {
-      e.expected = r.number("expected_samples_per_s", std::nullopt, 0, true);
+      e.expected = throughput("expected_samples_per_s");
       e.samples  = true;
     } else if (!o.update) // --update fills in new entries
       problems.add(r.path_of("expected_tokens_per_s"),

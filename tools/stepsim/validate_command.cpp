@@ -40,6 +40,15 @@ int validate_sweep(const std::string& file)
         ++reasons[p];
     }
   }
+  // A sweep none of whose points can run (a base scenario that is itself invalid) would run
+  // nothing: bad input, its reasons said as every point's.
+  if (bad == sweep.points() && bad > 0) {
+    std::vector<std::string> problems;
+    for (const auto& [reason, count] : reasons)
+      problems.push_back(count == bad ? reason : fmt::format("{} ({} of the {} points)", reason, count, bad));
+    problems.push_back(fmt::format("(top level): none of the sweep's {} points can run", bad));
+    throw InputError(problems);
+  }
   fmt::print("{}: valid sweep of {} points; {} would run, {} are infeasible and will be rows with their reason\n", file,
              sweep.points(), sweep.points() - bad, bad);
   for (const auto& [reason, count] : reasons)

@@ -256,6 +256,24 @@ TEST_CASE("wifi: two devices sending at once each get about half the throughput 
   }
 }
 
+TEST_CASE("wifi: device to device crosses the air twice and pays its latency each time", "[fabrics][cli]")
+{
+  // SimGrid's WIFI links carry no latency ("Latency cannot be set for WiFi Links"): the fabric's
+  // 2 ms link between the access point and the wired side gave device-to-server transfers their
+  // latency and device-to-device ones none, so an all-reduce of 8 B between two boards took
+  // 0.64 us. A 2-device ring all-reduce has 2 steps, each across the air twice: 8 ms, under flows
+  // and closed forms alike.
+  for (const char* network : {"flow", "analytic"}) {
+    const auto r = testing::run_stepsim(std::string("collective --preset jetson-wifi-edge --gpus 2 --sizes 8B "
+                                                    "--algorithm ring --json - --network ") + network);
+    INFO(network << "\n" << r.output);
+    REQUIRE(r.exit_code == 0);
+    const double us = nlohmann::json::parse(r.output)["rows"][0]["time_us"].get<double>();
+    CHECK(us > 8000);
+    CHECK(us < 8100);
+  }
+}
+
 TEST_CASE("the edge split-learning example runs, and the Wi-Fi rate sets its step time", "[fabrics][cli]")
 {
   const std::string file = std::string(STEPSIM_SOURCE_DIR) + "/configs/scenarios/edge-split-learning-wifi.json";

@@ -20,6 +20,7 @@
 
 #include <functional>
 #include <optional>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -79,6 +80,9 @@ public:
     Role role;
     Transfer transfer{}; // what a transfer moves (src < 0 for other activities), for --links
     simgrid::kernel::timer::Timer* timer = nullptr; // a pending delay's
+    // Latency a transfer's route owes beyond SimGrid's (sim/core/link_bandwidth.hpp
+    // air_latency_owed: device to device over Wi-Fi), waited once its bytes have arrived.
+    double owed_latency_s = 0;
   };
 
   explicit LiveActivities(const std::vector<sg4::Host*>& hosts) : hosts_(hosts) {}
@@ -118,6 +122,7 @@ private:
   std::vector<sg4::ActivityPtr> finished_;
   std::function<void(const Live&)> delay_done_;
   long long started_ = 0;
+  std::unordered_map<long long, double> owed_; // per (source, destination) rank pair
 };
 
 } // namespace stepsim::engine

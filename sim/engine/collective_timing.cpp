@@ -156,7 +156,7 @@ const CollectiveTiming::Path& CollectiveTiming::path(int src_rank, int dst_rank)
     std::vector<sg4::Link*> route;
     double latency = 0;
     hosts_[static_cast<size_t>(src_rank)]->route_to(hosts_[static_cast<size_t>(dst_rank)], route, &latency);
-    it->second.latency_s     = latency;
+    it->second.latency_s     = latency + air_latency_owed(route); // device to device over Wi-Fi
     it->second.bandwidth_Bps = std::numeric_limits<double>::infinity();
     for (const auto* link : route) {
       it->second.links.push_back(link);

@@ -36,15 +36,21 @@ void build_wifi(FabricBuild& build)
   wifi->set_property("access_point", "wifi-access-point");
   // A link created in a wifi zone is the zone's WIFI link (the air). SimGrid's WIFI links have no
   // latency; the air's latency is a FATPIPE link between the access point and the wired side, so
-  // a transfer between a device and the server pays it once (device to device pays none).
+  // a transfer between a device and the server pays it once; device to device, SimGrid charges
+  // none, and the engine adds the air's latency once per crossing (air_latency_owed).
   auto* air = wifi->create_link("wifi-air", std::vector<double>{w.rate_Bps});
   // get_bandwidth() of a WIFI link is SimGrid's placeholder 1 (its rates are per station); the
   // rate every station uses is recorded for what reads a route's bottleneck (collective timing,
   // `stepsim platform`).
   air->set_property(kWifiRateProperty, fmt::format("{:.17g}", w.rate_Bps));
+  // Its latency too, which a device-to-device route (across the air twice, inside the zone) owes
+  // and the engine adds (sim/core/link_bandwidth.hpp air_latency_owed).
+  air->set_property(kWifiLatencyProperty, fmt::format("{:.17g}", w.latency_s));
   air->seal();
   auto* air_latency = edge->create_link("wifi-latency", 1e18);
-  air_latency->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)->set_latency(w.latency_s)->seal();
+  air_latency->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)->set_latency(w.latency_s);
+  air_latency->set_property(kWifiLatencyLinkProperty, "1");
+  air_latency->seal();
   for (const auto& port : build.nodes) {
     const bool station = std::find(w.stations.begin(), w.stations.end(), port.group_index) != w.stations.end();
     if (!station) {

@@ -43,6 +43,19 @@ Scenario platform_scenario_of(const std::string& file, const std::vector<std::st
     set_by_path(doc, a);
   if (!doc.is_object() || !doc.contains("platform") || !doc["platform"].is_object())
     throw InputError({fmt::format("{}: expected a scenario or platform file with a \"platform\" object", file)});
+  // Its platform and simulation are read; a scenario's other sections are the traces' to say. A
+  // key of neither would be silently ignored.
+  static const std::vector<std::string> kKeys = {"platform", "simulation", "name",        "description", "sources",
+                                                 "model",    "training",   "parallelism", "validation"};
+  std::vector<std::string> unknown;
+  for (const auto& [key, value] : doc.items())
+    if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
+      const std::string near = closest_name(key, kKeys);
+      unknown.push_back(fmt::format("{}: unknown key \"{}\" at the top level{}", file, key,
+                                    near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+    }
+  if (!unknown.empty())
+    throw InputError(unknown);
   nlohmann::json carrier = platform_carrier(doc.contains("name") && doc["name"].is_string()
                                                  ? doc["name"].get<std::string>()
                                                  : std::filesystem::path(file).stem().string(),

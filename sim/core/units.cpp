@@ -16,13 +16,17 @@ struct NumberAndSuffix {
 
 std::optional<NumberAndSuffix> split(const std::string& text)
 {
-  if (text.empty())
+  if (text.empty() || text.find('\0') != std::string::npos) // "200Gbps\u0000x" is not "200Gbps"
     return std::nullopt;
   const char* begin = text.c_str();
   char* end         = nullptr;
   double number     = std::strtod(begin, &end);
   if (end == begin || !std::isfinite(number))
     return std::nullopt;
+  // A decimal number only: strtod also reads hexadecimal ("0x10", "0x1p3") and skips leading space.
+  for (const char* c = begin; c != end; ++c)
+    if (!std::isdigit(static_cast<unsigned char>(*c)) && *c != '.' && *c != 'e' && *c != 'E' && *c != '+' && *c != '-')
+      return std::nullopt;
   std::string suffix(end);
   while (!suffix.empty() && std::isspace(static_cast<unsigned char>(suffix.front())))
     suffix.erase(suffix.begin());

@@ -7,9 +7,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace stepsim {
@@ -79,6 +81,11 @@ long long JsonReader::integer(const std::string& key, std::optional<long long> f
   if (!v->is_number_integer() && !(v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
                                    std::fabs(v->get<double>()) < 9e15)) {
     problems_->add(path_of(key), fmt::format("expected {}, got {}", expected, type_name(*v)));
+    return fallback.value_or(minimum);
+  }
+  // An unsigned value past a long long (2^63 and up) would wrap negative: it is above any maximum.
+  if (v->is_number_unsigned() && v->get<unsigned long long>() > static_cast<unsigned long long>(maximum)) {
+    problems_->add(path_of(key), fmt::format("expected an integer <= {}, got {}", maximum, v->get<unsigned long long>()));
     return fallback.value_or(minimum);
   }
   long long value = v->is_number_integer() ? v->get<long long>() : static_cast<long long>(v->get<double>());
@@ -188,6 +195,11 @@ double JsonReader::bandwidth(const std::string& key, std::optional<double> fallb
     problems_->add(path_of(key), fmt::format("expected a bandwidth of at least 1Mbps ({} bytes/s), got {}",
                                              limits::kMinBandwidthBps, raw(key)->dump()));
     return fallback.value_or(limits::kMinBandwidthBps);
+  }
+  if (value > limits::kMaxBandwidthBps && has(key)) {
+    problems_->add(path_of(key), fmt::format("expected a bandwidth of at most 1000TBps ({:g} bytes/s), got {}",
+                                             limits::kMaxBandwidthBps, raw(key)->dump()));
+    return fallback.value_or(limits::kMaxBandwidthBps);
   }
   return value;
 }
@@ -319,15 +331,64 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& what)
     throw InputError({fmt::format("{}: malformed JSON at line {}, column {}: arrays and objects nested deeper than {}",
                                   what, line, column, kMaxJsonDepth)});
   }
+  // nlohmann's parser ends its input at a NUL byte, so what follows one would go unread.
+  if (auto nul = text.find('\0'); nul != std::string::npos) {
+    auto [line, column] = line_and_column(text, nul);
+    throw InputError({fmt::format("{}: malformed JSON at line {}, column {}: a NUL byte (expected text)", what, line,
+                                  column)});
+  }
+  // A key twice in one object: the parser keeps the last, so the first would be silently dropped.
+  std::vector<std::set<std::string>> keys;  // per open object
+  std::vector<std::string> named{"(top level)"}; // the key each open object was read under
+  std::string duplicate, duplicated_key;
+  auto callback = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) {
+      keys.emplace_back();
+    } else if (event == E::object_end) {
+      keys.pop_back();
+      if (named.size() > keys.size() + 1)
+        named.resize(keys.size() + 1);
+    } else if (event == E::key && !keys.empty()) {
+      const auto key = parsed.get<std::string>();
+      if (!keys.back().insert(key).second && duplicate.empty()) {
+        duplicate      = fmt::format("the key \"{}\" a second time in the object under \"{}\"", key, named[keys.size() - 1]);
+        duplicated_key = key;
+      }
+      named.resize(keys.size() + 1);
+      named[keys.size()] = key;
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    nlohmann::json parsed = nlohmann::json::parse(text, callback);
+    if (!duplicate.empty()) {
+      // The parser's callback knows no position: the key's second appearance as a key in the text
+      // (its first where the text spells it once, with escapes) stands for it.
+      const std::string quoted = "\"" + duplicated_key + "\"";
+      std::vector<size_t> found;
+      for (size_t at = text.find(quoted); at != std::string::npos && found.size() < 2; at = text.find(quoted, at + 1)) {
+        size_t after = at + quoted.size();
+        while (after < text.size() && std::isspace(static_cast<unsigned char>(text[after])))
+          ++after;
+        if (after < text.size() && text[after] == ':')
+          found.push_back(at);
+      }
+      auto [line, column] = line_and_column(text, found.empty() ? 0 : found.back());
+      throw InputError({fmt::format("{}: malformed JSON at line {}, column {}: {} (a JSON object names each key once)",
+                                    what, line, column, duplicate)});
+    }
+    return parsed;
   } catch (const nlohmann::json::parse_error& e) {
     // Turn the byte offset (1-based, at the offending character) into a line and column.
-    auto [line, column] = line_and_column(text, e.byte > 0 ? e.byte - 1 : 0);
+    const size_t at     = e.byte > 0 ? e.byte - 1 : 0;
+    auto [line, column] = line_and_column(text, at);
     std::string reason = e.what();
     auto colon         = reason.rfind(": ");
     if (colon != std::string::npos)
       reason = reason.substr(colon + 2);
+    if (at < text.size() && text[at] == '/' && at + 1 < text.size() && (text[at + 1] == '/' || text[at + 1] == '*'))
+      reason = "a comment: JSON has none (put notes in a \"description\" or \"sources\" string)";
     throw InputError({fmt::format("{}: malformed JSON at line {}, column {}: {}", what, line, column, reason)});
   } catch (const nlohmann::json::exception& e) {
     // A number beyond a double ("1e999") is out_of_range, which carries no position: find the

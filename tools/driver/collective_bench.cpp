@@ -266,6 +266,19 @@ Scenario platform_scenario(const std::string& preset, const std::string& platfor
   nlohmann::json doc = read_json_file(file);
   if (!doc.is_object() || !doc.contains("platform") || !doc["platform"].is_object())
     throw InputError({fmt::format("{}: expected an object {{\"platform\": {{...}}}}", file)});
+  // A platform file holds its platform, and may hold the simulation settings it is meant with
+  // (taken as a scenario's), a name and free text; a misspelled key would be silently ignored.
+  static const std::vector<std::string> kKeys = {"platform", "simulation", "name", "description", "sources"};
+  std::vector<std::string> unknown;
+  for (const auto& [key, value] : doc.items())
+    if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
+      const std::string near = closest_name(key, kKeys);
+      unknown.push_back(fmt::format("{}: unknown key \"{}\" at the top level{}; a platform file holds \"platform\" and "
+                                    "optionally \"simulation\", \"name\", \"description\" and \"sources\"",
+                                    file, key, near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+    }
+  if (!unknown.empty())
+    throw InputError(unknown);
   nlohmann::json platform = doc["platform"];
   if (nodes < 0 || nodes > 1 << 17)
     throw InputError({fmt::format("--nodes: expected a node count from 1 to 131072, got {}", nodes)});
@@ -296,6 +309,11 @@ Scenario platform_scenario(const std::string& preset, const std::string& platfor
                                   limits::kMaxCollectiveBenchGpus)});
   nlohmann::json scenario =
       platform_carrier(preset.empty() ? std::filesystem::path(file).stem().string() : preset, platform);
+  if (doc.contains("simulation") && doc["simulation"].is_object())
+    for (const auto& [key, value] : doc["simulation"].items())
+      scenario["simulation"][key] = value;
+  else if (doc.contains("simulation"))
+    scenario["simulation"] = doc["simulation"]; // not an object: the parser says what is wrong
   for (const auto& a : simulation_sets)
     set_by_path(scenario, a);
   return scenario_from_json(scenario, std::filesystem::path(file).parent_path().string());

@@ -54,10 +54,25 @@ int main(int argc, char** argv)
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    // CLI11's own words ("Could not convert: --rank = abc"), said as every error is.
+    std::cerr << "error: " << e.what() << "\nRun with --help for more information.\n";
+    return 2;
   }
+  // An option given an empty value ("--sizes ''") would run as if it were left out.
+  for (auto& [sub, action] : commands)
+    if (sub->parsed())
+      for (const CLI::Option* option : sub->get_options())
+        if (option->count() > 0 && option->get_expected_min() > 0)
+          for (const std::string& value : option->results())
+            if (value.empty()) {
+              std::cerr << "error: " << option->get_name() << ": expected a value, got an empty string\n";
+              return 2;
+            }
 
   try {
     for (auto& [sub, action] : commands)

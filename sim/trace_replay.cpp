@@ -185,6 +185,16 @@ TraceReplayReport replay_traces(const TraceReplayOptions& o)
     report.recorded_step_s = std::max(report.recorded_step_s, row.recorded_step_s);
     report.ranks.push_back(std::move(row));
   }
+  // As `run` (sim/step_bounds.cpp): no training step lasts a week. A trace whose step does, as
+  // recorded or as replayed, holds a duration, a timestamp or a tensor size off by orders of
+  // magnitude ("dur": 3.2e13), and a report of it would be read as a measurement.
+  constexpr double kLongestStep_s = 7 * 24 * 3600.0;
+  for (const auto& row : report.ranks)
+    for (const auto& [what, seconds] : {std::pair{"recorded", row.recorded_step_s}, std::pair{"replayed", row.replayed_step_s}})
+      if (!(seconds <= kLongestStep_s))
+        throw InputError({fmt::format("{}: the {} step lasts {:.3g} s, beyond any training run (a week at most); a "
+                                      "duration, timestamp or tensor size in the trace is off by orders of magnitude",
+                                      row.file, what, seconds)});
   return report;
 }
 

@@ -2,6 +2,7 @@
 #include "models/link_calibration.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <array>
 #include <cstdint>
 #include <cmath>
@@ -85,6 +86,77 @@ GroupShape group_shape(const Group& group, const std::function<PathCost(int, int
           if (a != b)
             cost[static_cast<size_t>(a)][static_cast<size_t>(b)] = path(a, b);
       g.rings = find_rings(cost);
+    }
+    // Across nodes of such links, each ring lane crosses a node along direct links, as NCCL's
+    // search lays its rings (src/graph/search.cc: a ring enters a node by one GPU, visits every
+    // GPU of it over NVLink and leaves by another): lane c enters by local rank c and follows one
+    // of the rings find_rings finds on one node (each both ways, one after another), leaving by
+    // the member before c on it. Going up the local ranks instead sent a DGX-1's 3 -> 4 and 7 -> 0,
+    // which no NVLink joins, over two hops that other lanes' flows also took: two DGX-1 on 4 x
+    // EDR gave 25.7 GB/s of all-reduce bus bandwidth, where NCCL's maintainer gives 48 with its
+    // four NICs (https://github.com/NVIDIA/nccl-tests/issues/29). The rings also mark the links
+    // as direct, so that flows to different peers leave by different links (per peer).
+    const int k = g.per_node;
+    if (g.nodes() > 1 && k >= 3 && k <= 8 && !g.full_mesh) {
+      const auto& node = g.node_members[0];
+      std::vector<std::vector<PathCost>> cost(static_cast<size_t>(k), std::vector<PathCost>(static_cast<size_t>(k)));
+      for (int a = 0; a < k; ++a)
+        for (int b = 0; b < k; ++b)
+          if (a != b)
+            cost[static_cast<size_t>(a)][static_cast<size_t>(b)] = path(node[static_cast<size_t>(a)], node[static_cast<size_t>(b)]);
+      const auto rings = find_rings(cost);
+      if (!rings.empty()) {
+        std::vector<std::vector<int>> directed;
+        for (const auto& r : rings) {
+          directed.push_back(r);
+          directed.emplace_back(r.rbegin(), r.rend());
+        }
+        // Each member leaves by exactly one lane, as it enters by one: the lanes' exits a
+        // permutation, so that every NIC sends as many lanes as it receives, whichever GPUs
+        // share it (two to a NIC on a DGX-1). Lane c's exit on directed ring d is the member
+        // before c; the search takes, lane by lane, the least used ring whose exit is still free.
+        const size_t D = directed.size();
+        auto exit_of   = [&](size_t d, int c) {
+          const auto& cycle = directed[d];
+          const auto at     = std::find(cycle.begin(), cycle.end(), c) - cycle.begin();
+          return cycle[static_cast<size_t>((at + k - 1) % k)];
+        };
+        std::vector<size_t> pick(static_cast<size_t>(k), 0), uses(D, 0);
+        std::vector<char> taken(static_cast<size_t>(k), 0);
+        std::function<bool(int)> assign = [&](int c) {
+          if (c == k)
+            return true;
+          std::vector<size_t> order(D);
+          for (size_t d = 0; d < D; ++d)
+            order[d] = (static_cast<size_t>(c) + d) % D;
+          std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return uses[x] < uses[y]; });
+          for (size_t d : order) {
+            const int e = exit_of(d, c);
+            if (taken[static_cast<size_t>(e)])
+              continue;
+            taken[static_cast<size_t>(e)] = 1;
+            ++uses[d];
+            pick[static_cast<size_t>(c)] = d;
+            if (assign(c + 1))
+              return true;
+            --uses[d];
+            taken[static_cast<size_t>(e)] = 0;
+          }
+          return false;
+        };
+        if (!assign(0)) // no such permutation: lane c on ring c, as they come
+          for (int c = 0; c < k; ++c)
+            pick[static_cast<size_t>(c)] = static_cast<size_t>(c) % D;
+        for (int c = 0; c < k; ++c) {
+          const auto& cycle = directed[pick[static_cast<size_t>(c)]];
+          const auto at     = std::find(cycle.begin(), cycle.end(), c) - cycle.begin();
+          std::vector<int> order;
+          for (int i = 0; i < k; ++i)
+            order.push_back(cycle[static_cast<size_t>((at + i) % k)]);
+          g.node_orders.push_back(std::move(order));
+        }
+        g.rings = rings;
+      }
     }
   }
   return g;

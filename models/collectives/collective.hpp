@@ -140,6 +140,9 @@ struct CollectiveAlgorithm {
   NcclAlgorithm nccl = NcclAlgorithm::Other;
   // NCCL runs it with the Simple protocol only (NVLS: multimem loads and stores).
   bool simple_protocol_only = false;
+  // NCCL runs it as point-to-point sends and receives (an all-to-all): with LL up to its P2P LL
+  // threshold, Simple above, never LL128 (src/enqueue.cc: a p2p's protocol is LL or SIMPLE).
+  bool point_to_point = false;
   // True where, for `op`, every member sends to one peer and receives from one, the same peers
   // and bytes at every step (a ring's all-reduce, all-gather, reduce-scatter): uncontended_seconds
   // then takes its closed form instead of walking every member's every step. null = never.

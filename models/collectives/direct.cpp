@@ -118,6 +118,7 @@ constexpr int kWalkedMembers = 256;
 CollectiveAlgorithm make_direct()
 {
   CollectiveAlgorithm a{"direct", direct_lanes, direct_steps, direct_step, {}};
+  a.point_to_point = true; // NCCL's all-to-all: sends and receives, LL or Simple
   a.steps_alike = [](CollectiveOp op, const GroupShape& g) {
     return op != CollectiveOp::Broadcast && op != CollectiveOp::Reduce && split_by_node(g) && g.n > kWalkedMembers;
   };

@@ -60,6 +60,8 @@ std::vector<Protocol> protocols_for(const CollectiveAlgorithm& a)
 {
   if (a.simple_protocol_only)
     return {Protocol::Simple};
+  if (a.point_to_point)
+    return {Protocol::LL, Protocol::Simple};
   return {kProtocols.begin(), kProtocols.end()};
 }
 

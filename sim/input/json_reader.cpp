@@ -197,7 +197,7 @@ double JsonReader::bandwidth(const std::string& key, std::optional<double> fallb
     return fallback.value_or(limits::kMinBandwidthBps);
   }
   if (value > limits::kMaxBandwidthBps && has(key)) {
-    problems_->add(path_of(key), fmt::format("expected a bandwidth of at most 1000TBps ({:g} bytes/s), got {}",
+    problems_->add(path_of(key), fmt::format("expected a bandwidth of at most 1000000TBps ({:g} bytes/s), got {}",
                                              limits::kMaxBandwidthBps, raw(key)->dump()));
     return fallback.value_or(limits::kMaxBandwidthBps);
   }

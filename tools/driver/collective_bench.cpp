@@ -62,8 +62,14 @@ std::vector<int> benchmark_group(const PlatformSpec& platform, int gpus, int per
                                                  : std::string("GPUs"),
                                   gpus)});
   const int n = gpus == 0 ? available : gpus;
-  if (n < 2)
-    throw InputError({fmt::format("--gpus: a collective needs at least 2 members, got {}", n)});
+  if (n < 2) {
+    if (gpus > 0)
+      throw InputError({fmt::format("--gpus: a collective needs at least 2 members, got {}", n)});
+    throw InputError({fmt::format("{}: the platform has {} {}: a collective needs at least 2 members to move "
+                                  "anything between (nccl-tests on one GPU times a local copy, which stepsim does not)",
+                                  per_node == 1 ? "--stride" : per_node > 1 ? "--per-node" : "platform.node_groups",
+                                  available, per_node == 1 ? "node" : "GPU")});
+  }
   if (per_node > 1 && n % per_node != 0)
     throw InputError({fmt::format("--gpus: {} GPUs at {} per node leave one node short; expected a multiple of {}", n,
                                   per_node, per_node)});

@@ -10,6 +10,7 @@
 #include "topologies/nodes/node_type.hpp"
 #include "topologies/platform.hpp"
 #include "sim/simulate.hpp"
+#include "tools/driver/collective_bench.hpp"
 #include "tools/stepsim/command.hpp"
 
 #include <simgrid/s4u.hpp>
@@ -33,8 +34,9 @@ namespace sg4 = simgrid::s4u;
 constexpr int kFullBuildGpus = 4096;
 
 struct PlatformOptions {
-  std::string file, json_out;
+  std::string file, json_out, preset, platform_file;
   std::vector<std::string> sets;
+  int nodes  = 0;
   bool quiet = false;
 };
 
@@ -197,7 +199,14 @@ nlohmann::json describe(const Scenario& s)
                                   // act as one (sim/input/platform_parse.cpp lay_out_nics).
                                   {"nics_per_node", g.nic.count * g.nic.ports},
                                   {"nic_groups_per_node", g.nic.count},
-                                  {"nic_ports", g.nic.ports}});
+                                  {"nic_ports", g.nic.ports},
+                                  // Each NIC as described (rated, per direction) and what its kind
+                                  // achieves of it (links.json nic_kinds).
+                                  {"nic_kind", g.nic.kind},
+                                  {"nic_bandwidth_Bps", g.nic.bandwidth_Bps / std::max(1, g.nic.ports)},
+                                  {"nic_latency_s", g.nic.latency_s},
+                                  {"nic_efficiency", efficiency.nic_kind(g.nic.kind).efficiency},
+                                  {"nic_step_latency_s", efficiency.nic_kind(g.nic.kind).step_s}});
 
   // Kinds in first-seen order of SimGrid's (name-sorted) link list would interleave; sort by kind.
   std::map<std::tuple<std::string, double, double>, int> kinds;
@@ -258,9 +267,12 @@ void print_text(const nlohmann::json& d)
              d["gpus"].get<int>());
   for (size_t i = 0; i < d["node_groups"].size(); ++i) {
     const auto& g = d["node_groups"][i];
-    fmt::print("  node group {}: {} nodes x {} {} ({}), {} NICs per node\n", i, g["nodes"].get<int>(),
-               g["gpus_per_node"].get<int>(), g["gpu"].get<std::string>(), g["intra_node"].get<std::string>(),
-               g["nics_per_node"].get<int>());
+    fmt::print("  node group {}: {} nodes x {} {} ({}), {} NICs per node: {} at {:g} Gb/s each, {:g} us "
+               "(achieves {:g} of it, {:g} us a step)\n",
+               i, g["nodes"].get<int>(), g["gpus_per_node"].get<int>(), g["gpu"].get<std::string>(),
+               g["intra_node"].get<std::string>(), g["nics_per_node"].get<int>(), g["nic_kind"].get<std::string>(),
+               g["nic_bandwidth_Bps"].get<double>() * 8 / 1e9, g["nic_latency_s"].get<double>() * 1e6,
+               g["nic_efficiency"].get<double>(), g["nic_step_latency_s"].get<double>() * 1e6);
     const int ports = g["nic_ports"].get<int>(), groups = g["nic_groups_per_node"].get<int>();
     if (ports > 1)
       fmt::print("    built as {} group{} of {} NICs of the node's {} GPUs, each group one NIC of their summed "
@@ -274,9 +286,8 @@ void print_text(const nlohmann::json& d)
     fmt::print("{}", fabric_text(f));
   const auto& e = d["link_efficiency"];
   fmt::print("  bandwidths are per direction, rated x achieved fraction (nvswitch {:g}, nvlink {:g}, xgmi {:g}, "
-             "pcie {:g}, nic {:g})\n",
-             e["nvswitch"].get<double>(), e["nvlink"].get<double>(), e["xgmi"].get<double>(), e["pcie"].get<double>(),
-             e["nic"].get<double>());
+             "pcie {:g}; the NICs' by their kind, above)\n",
+             e["nvswitch"].get<double>(), e["nvlink"].get<double>(), e["xgmi"].get<double>(), e["pcie"].get<double>());
   if (d.contains("nccl_env")) {
     std::string env;
     for (const auto& [name, value] : d["nccl_env"].items())
@@ -302,7 +313,12 @@ void print_text(const nlohmann::json& d)
 
 int platform(const PlatformOptions& o)
 {
-  Scenario s = load_scenario(o.file, o.sets);
+  // A scenario, or a machine alone: a preset or a platform file, as `stepsim collective` takes them.
+  if (o.file.empty() == (o.preset.empty() && o.platform_file.empty()) || (!o.preset.empty() && !o.platform_file.empty()))
+    throw InputError({"FILE: expected one of a scenario FILE, --preset NAME or --platform FILE"});
+  if (o.nodes > 0 && !o.file.empty())
+    throw InputError({"--nodes: goes with --preset or --platform (a scenario sets platform.node_groups[0].count)"});
+  Scenario s = o.file.empty() ? platform_scenario(o.preset, o.platform_file, o.nodes, o.sets) : load_scenario(o.file, o.sets);
   if (s.training.federated.enabled)
     throw InputError({"training.federated: a federated scenario has no platform to build: its clients, their links "
                       "and the server are described in training.federated, and `stepsim run` reports the round"});
@@ -331,12 +347,18 @@ int platform(const PlatformOptions& o)
 std::function<int()> setup(CLI::App& sub)
 {
   auto o = std::make_shared<PlatformOptions>();
-  sub.add_option("FILE", o->file, "scenario JSON file")->required();
+  sub.add_option("FILE", o->file, "scenario JSON file");
+  sub.add_option("--preset", o->preset, "a platform preset of configs/platforms/ (dgx-a100, dgx-h100, ...) instead of a scenario");
+  sub.add_option("--platform", o->platform_file, "a platform file {\"platform\": {...}} instead of a scenario");
+  sub.add_option("--nodes", o->nodes, "with --preset or --platform: the number of nodes (default the file's)")
+      ->check(CLI::Range(1, 131072));
   sub.add_option("--set", o->sets, "override a field: path=value, e.g. platform.network.oversubscription=2 (repeatable)");
   sub.add_option("--json", o->json_out,
                  "write the description as JSON to this file (- = standard output, no table)");
   sub.add_flag("--quiet,-q", o->quiet, "print nothing (use with --json)");
   sub.footer("Examples:\n  stepsim platform configs/scenarios/default.json\n"
+             "  stepsim platform --preset aws-p5 --nodes 4\n"
+             "  stepsim platform --platform my_cluster.json\n"
              "  stepsim platform configs/scenarios/default.json --set platform.network.leaf_radix=16 "
              "--set platform.network.oversubscription=2\n"
              "  stepsim platform configs/scenarios/default.json --json platform.json --quiet");

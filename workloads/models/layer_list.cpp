@@ -171,7 +171,9 @@ void read_layer(JsonReader& l, size_t index, LayerSpec& layer)
 void read_layer_list(JsonReader& r, ModelSpec& m)
 {
   m.name        = r.text("name", std::string("layers"));
-  m.seq_length  = static_cast<int>(r.integer("seq_length", 0, 0, kMaxTokens));
+  // Tokens per sample where the samples are sequences; left out, the report counts samples. Given,
+  // it is at least 1 (0 reported 0 tokens per second).
+  m.seq_length  = r.has("seq_length") ? static_cast<int>(r.integer("seq_length", std::nullopt, 1, kMaxTokens)) : 0;
   m.input_bytes = layer_amount(r, "input_bytes", true, 0.0);
   auto layers   = r.array_of_objects("layers", true);
   long long count = 0;

@@ -4,6 +4,7 @@
 #include "support.hpp"
 
 #include "models/collectives/collective.hpp"
+#include "models/collectives/protocol.hpp"
 #include "models/link_calibration.hpp"
 #include "sim/engine/collective_timing.hpp"
 #include "sim/engine/replay.hpp"
@@ -697,4 +698,12 @@ TEST_CASE("an all-to-all over more than 256 GPUs across nodes is timed by its cl
       CHECK(closed == Approx(uncontended_seconds(walked, op, g, S, path)).epsilon(1e-9));
     }
   }
+}
+
+TEST_CASE("an all-to-all runs with LL or Simple, never LL128, as NCCL's point-to-point", "[collectives]")
+{
+  const auto& direct = CollectiveRegistry::get("direct", "");
+  CHECK(direct.point_to_point);
+  const auto protocols = protocols_for(direct);
+  CHECK(protocols == std::vector<Protocol>{Protocol::LL, Protocol::Simple});
 }

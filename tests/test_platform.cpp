@@ -240,3 +240,21 @@ TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; a coun
   CHECK_THAT(text.output, Catch::Contains("built as 1 group of 3 NICs of the node's 8 GPUs"));
   CHECK_THAT(text.output, Catch::Contains("one GPU alone reaches all of them"));
 }
+
+TEST_CASE("stepsim platform describes a preset or a platform file alone, each node group's NICs by kind and rate",
+          "[platform][cli]")
+{
+  const auto r = testing::run_stepsim("platform --preset aws-p5 --nodes 2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("platform of aws-p5: 2 nodes, 16 GPUs") &&
+                           Catch::Contains("32 NICs per node: efa-v2 at 100 Gb/s each") &&
+                           Catch::Contains("achieves 0.92 of it"));
+  CHECK(testing::run_stepsim("platform").exit_code == 2);
+  CHECK(testing::run_stepsim("platform configs/scenarios/default.json --preset dgx-a100").exit_code == 2);
+  const auto file = testing::write_temp_file("misspelled-platform.json",
+                                             R"({"platform": {"preset": "dgx-a100"}, "simulaton": {}})");
+  const auto bad  = testing::run_stepsim("platform --platform " + file);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("unknown key \"simulaton\" at the top level (did you mean \"simulation\"?)"));
+}

@@ -2,10 +2,10 @@
 #include "models/link_calibration.hpp"
 
 #include <algorithm>
-#include <functional>
 #include <array>
 #include <cstdint>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <unordered_map>

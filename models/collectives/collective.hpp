@@ -87,7 +87,8 @@ struct GroupShape {
   PathCost intra, inter;         // a path inside a node and one between nodes (0 when none)
   // One node whose GPUs are joined by direct links of different reach (DGX-1's NVLink cube mesh):
   // the rings over all members that NCCL's search finds on those links (find_rings), each a
-  // member order; "ring" runs one lane on each. On a full mesh (below) the directed rings of
+  // member order; "ring" runs one lane on each. Across such nodes the rings of one node, as local
+  // ranks, from which node_orders (below) are cut. On a full mesh (below) the directed rings of
   // mesh_rings. Empty: any order crosses the same links.
   std::vector<std::vector<int>> rings;
   // Every member's node joins each two of its GPUs by a link of their own (an xGMI mesh,
@@ -95,9 +96,10 @@ struct GroupShape {
   bool full_mesh = false;
   // The members' one full-mesh node runs RCCL's MSCCL programs (Group::msccl; msccl.cpp).
   bool msccl = false;
-  // A group over several full-mesh nodes: the order in which ring lane l visits the members of a
-  // node, as local ranks from the one it enters by to the one it leaves by (mesh_paths, one per
-  // lane). Empty: ring lane l starts at local rank l and goes up (a switch: any order alike).
+  // A group over several full-mesh nodes, or nodes of direct links of different reach: the order
+  // in which ring lane l visits the members of a node, as local ranks from the one it enters by to
+  // the one it leaves by (mesh_paths; on a DGX-1 the rings of one node cut before l, group_shape),
+  // one per lane. Empty: ring lane l starts at local rank l and goes up (a switch: any order alike).
   std::vector<std::vector<int>> node_orders;
   // What the platform's NCCL_ALGO and NCCL_PROTO leave to the tuner (platform.nccl_env): `auto`
   // picks among those algorithms and protocols only (auto.cpp, protocol.cpp).

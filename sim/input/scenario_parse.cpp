@@ -569,7 +569,8 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& base_
   for (size_t i = 0; i < s.simulation.stragglers.size(); ++i)
     if (s.training.federated.enabled)
       problems.add(fmt::format("simulation.stragglers[{}]", i),
-                   "a federated round has no ranks: a slower client is a client group of its own in training.federated.clients (its own device)");
+                   "a federated round has no ranks: a slower client is a client group of its own in "
+                   "training.federated.clients (its own device)");
     else if (s.simulation.stragglers[i].rank >= s.platform.total_gpus() && problems.empty())
       problems.add(fmt::format("simulation.stragglers[{}].rank", i),
                    fmt::format("expected a rank below the platform's {} GPUs, got {}", s.platform.total_gpus(),

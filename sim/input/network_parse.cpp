@@ -190,6 +190,8 @@ void read_wifi(JsonReader r, WifiSpec& w, const std::vector<NodeGroupSpec>& grou
 
 } // namespace
 
+constexpr double kMostOversubscription = 1000;
+
 void read_network(JsonReader net, NetworkSpec& n, const std::vector<NodeGroupSpec>& groups)
 {
   int nodes = 0;
@@ -201,6 +203,13 @@ void read_network(JsonReader net, NetworkSpec& n, const std::vector<NodeGroupSpe
   n.levels           = static_cast<int>(net.integer("levels", 2, 2, 3));
   n.pod_radix        = static_cast<int>(net.integer("pod_radix", 8, 1, kMaxFabricSize));
   n.core_oversubscription = net.number("core_oversubscription", 1.0, 1.0);
+  // Real fabrics thin their uplinks 2:1 to 8:1; past 1000:1 a leaf's uplink carries under a
+  // thousandth of what its NICs do, a misprint (1e300 ran until the step's bound blamed a NIC).
+  for (const auto& [key, value] : {std::pair{"oversubscription", n.oversubscription},
+                                   std::pair{"core_oversubscription", n.core_oversubscription}})
+    if (value > kMostOversubscription)
+      net.problems().add(net.path_of(key), fmt::format("expected at most {:g} (a ratio such as 2 for 2:1), got {:g}",
+                                                       kMostOversubscription, value));
   n.sharp                 = net.boolean("sharp", false);
   // A fabric's object is required by its topology; when it is missing, that is the one problem.
   auto section = [&](const char* key) {

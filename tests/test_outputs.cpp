@@ -264,3 +264,16 @@ TEST_CASE("accuracy, plan and platform --json -: the JSON on standard output, th
     CHECK_FALSE(fs::exists("-"));
   }
 }
+
+TEST_CASE("stepsim run refuses to write a report over the scenario it reads", "[outputs][cli]")
+{
+  const std::string file = testing::write_temp_file("overwrite-me.json", testing::small_scenario(2, 1, 4).dump());
+  const std::string before = testing::read_text_file(file);
+  for (const char* option : {"--json", "--csv", "--html"}) {
+    const auto r = testing::run_stepsim(std::string("run ") + file + " -q " + option + " " + file);
+    INFO(option << "\n" << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(std::string(option) + ": ") && Catch::Contains("is the scenario FILE itself"));
+    CHECK(testing::read_text_file(file) == before);
+  }
+}

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 
 namespace stepsim {
@@ -30,6 +31,17 @@ int run(const RunOptions& o)
   if (o.allow_oom)
     sets.push_back("simulation.allow_oom=true");
   Scenario s  = load_scenario(o.file, sets);
+  // An output written over the scenario it was read from would lose the scenario.
+  for (const auto& [option, out] : {std::pair{"--json", o.json_out}, std::pair{"--csv", o.csv_out},
+                                    std::pair{"--trace", o.trace_out}, std::pair{"--svg", o.svg_out},
+                                    std::pair{"--html", o.html_out}}) {
+    std::error_code same_error;
+    if (!out.empty() && out != "-" && std::filesystem::exists(out) &&
+        std::filesystem::equivalent(out, o.file, same_error) && !same_error)
+      throw InputError({fmt::format("{}: {} is the scenario FILE itself; writing the report there would overwrite "
+                                    "it: name another file",
+                                    option, out)});
+  }
   auto start  = std::chrono::steady_clock::now();
   const bool pictures = !o.trace_out.empty() || !o.svg_out.empty() || !o.html_out.empty();
   // The page always shows the busiest links: without --links it asks for ten, for itself only.

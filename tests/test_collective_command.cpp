@@ -314,3 +314,17 @@ TEST_CASE("stepsim collective: rings across DGX-1 nodes cross each node over its
       CHECK(busbw < high);
     }
 }
+
+TEST_CASE("stepsim collective on a platform of one GPU says the platform has one GPU")
+{
+  // It blamed --gpus, which the user had not given.
+  const auto file = testing::write_temp_file(
+      "one-gpu-platform.json",
+      R"({"platform": {"node_groups": [{"count": 1, "gpu": "H100-SXM", "gpus_per_node": 1,
+          "intra_node": {"type": "pcie"}, "nic": {"count": 1, "bandwidth": "400Gbps", "latency": "2us"}}]}})");
+  const auto r = testing::run_stepsim("collective --platform " + file + " --sizes 1MB");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("platform.node_groups: the platform has 1 GPU") &&
+                           !Catch::Contains("--gpus"));
+}

@@ -162,6 +162,21 @@ TEST_CASE("a bad sweep file is refused with the JSON path of each problem", "[sw
   CHECK(result.output.find("zip.parallelism.tensor: has 1 values but parallelism.data has 2") != std::string::npos);
   CHECK(result.output.find("gird: unknown key (did you mean \"grid\"?)") != std::string::npos);
   CHECK(run_stepsim("sweep " + write_temp_file("no-sweep.json", "{\"base\": 3}")).exit_code == 2);
+  // One field on two axes, in the two spellings of an index: each point would run the later value.
+  nlohmann::json twice = {{"base", std::filesystem::path(base).filename().string()},
+                          {"grid", {{"platform.node_groups.0.count", {1, 2}}}},
+                          {"zip", {{"platform.node_groups[0].count", {2, 4}}, {"parallelism.data", {1, 2}}}}};
+  auto again = run_stepsim("sweep " + write_temp_file("twice-sweep.json", twice.dump()));
+  INFO(again.output);
+  CHECK(again.exit_code == 2);
+  CHECK(again.output.find("zip.platform.node_groups[0].count: varies platform.node_groups[0].count again, which "
+                          "grid.platform.node_groups.0.count already varies") != std::string::npos);
+  // merge of files with no result lines: nothing to merge is an error, not an empty output.
+  auto empty = run_stepsim("merge " + write_temp_file("empty-shard.jsonl", "") + " -o " +
+                           std::filesystem::path(base).parent_path().string() + "/empty-merged");
+  INFO(empty.output);
+  CHECK(empty.exit_code == 2);
+  CHECK(empty.output.find("empty-shard.jsonl: no result lines to merge") != std::string::npos);
   CHECK(run_stepsim("sweep /nonexistent/sweep.json").exit_code == 2);
 }
 

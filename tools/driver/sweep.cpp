@@ -198,6 +198,20 @@ Sweep sweep_from_json(const nlohmann::json& document, const std::string& dir, co
     else
       read_axes(*zip, "zip", true, problems, sweep.dimensions);
   }
+  // One field on two axes (grid and zip, or two zip groups, in either path spelling): the later
+  // axis would overwrite the earlier in every point, so half the points would be duplicates
+  // labelled with values they did not run.
+  {
+    std::map<std::string, std::string> seen; // field as the parser names it → the axis that varies it
+    for (const auto& d : sweep.dimensions)
+      for (const auto& a : d) {
+        const auto [at, fresh] = seen.emplace(as_reported(a.path), a.where);
+        if (!fresh)
+          problems.add(a.where, fmt::format("varies {} again, which {} already varies; each field may be on one "
+                                            "axis only",
+                                            as_reported(a.path), at->second));
+      }
+  }
   r.raw("description");
   r.reject_unknown_keys();
   if (problems.empty() && sweep.dimensions.empty())

@@ -233,6 +233,12 @@ int run_merge(const MergeOptions& o)
         throw InputError({fmt::format("{}: point {} appears twice among the merged files", file, point)});
     }
   }
+  // Files with no result lines (empty shards, or the wrong files): an empty "merged" output would
+  // pass for a sweep of no points.
+  if (results.empty())
+    throw InputError({fmt::format("{}: no result lines to merge; give the PREFIX.jsonl files that `stepsim sweep "
+                                  "--shard K/N` wrote",
+                                  o.files.size() == 1 ? o.files.front() : fmt::format("the {} files", o.files.size()))});
   std::vector<size_t> missing;
   for (size_t i = 0; i < total; ++i)
     if (!results.count(i))

@@ -462,6 +462,17 @@ TEST_CASE("malformed traces are refused with the file and the event or node", "[
     const std::string a = write(dir + "/a.json", t0.dump()), b = write(dir + "/b.json", t.dump());
     refused(a + " " + b + " " + b + platform, {"3 trace files", "2 GPUs", kPlatform});
   }
+  SECTION("fewer files than the job's world_size")
+  {
+    refused(good0 + platform, {good0, "a job of 2 ranks", "1 trace file was given"});
+  }
+  SECTION("a GEMM with a negative extent")
+  {
+    json t = kineto_trace(1, s);
+    t["traceEvents"][1]["args"]["Input Dims"] = {{4096, -8192}, {8192, 8192}};
+    const std::string bad = write(dir + "/negative.json", t.dump());
+    refused(good0 + " " + bad + platform, {bad, "traceEvents[1]", "aten::mm", "Input Dims\"[0]", "extents >= 0"});
+  }
   SECTION("a dependency on a missing node")
   {
     const std::string a = chakra_file(dir + "/m.0.et", 0, s), b = chakra_file(dir + "/m.1.et", 1, s, false, true);

@@ -185,11 +185,20 @@ double product(const std::vector<double>& v, size_t from, size_t to)
 
 // The GEMM or attention the CPU op runs, from its name and "Input Dims"; none when the op is neither
 // or its shapes were not recorded.
-std::optional<Kernel> shape_of(const CpuOp& op, std::string& precision)
+std::optional<Kernel> shape_of(const Reader& reader, const CpuOp& op, std::string& precision)
 {
   const json* dims = Reader::arg(*op.event, "Input Dims");
   if (dims == nullptr)
     return std::nullopt;
+  // A tensor has no negative extent: such a shape is a damaged trace, not one to replay at its
+  // recorded time. (Zero extents are real: an expert that got no tokens runs an empty GEMM.)
+  if (dims->is_array())
+    for (size_t i = 0; i < dims->size(); ++i)
+      if ((*dims)[i].is_array())
+        for (const auto& d : (*dims)[i])
+          if (d.is_number() && d.get<double>() < 0)
+            reader.fail(op.index, op.name, fmt::format("args.\"Input Dims\"[{}] is {}, expected tensor extents >= 0", i,
+                                                       (*dims)[i].dump()));
   const std::string name = op.name;
   const json* types      = Reader::arg(*op.event, "Input type");
   auto type_of           = [&](size_t i) {
@@ -425,6 +434,15 @@ RecordedRank read_kineto(const std::string& file)
                                       info["rank"].dump())});
       rank.stated_rank = info["rank"].get<int>();
     }
+    // PyTorch's profiler writes the job's size beside the rank (torch/profiler/profiler.py,
+    // _get_distributed_info: "world_size": dist.get_world_size()).
+    if (info.contains("world_size")) {
+      if (!info["world_size"].is_number_integer() || info["world_size"].get<long long>() < 1 ||
+          info["world_size"].get<long long>() > (1 << 24))
+        throw InputError({fmt::format("{}: distributedInfo.world_size is {}, expected a rank count (an integer from 1)",
+                                      file, info["world_size"].dump())});
+      rank.stated_world = info["world_size"].get<long long>();
+    }
   }
 
   std::vector<GpuEvent> gpu;
@@ -558,7 +576,7 @@ RecordedRank read_kineto(const std::string& file)
     } else if (g.external >= 0) {
       auto it = op_of_external.find(g.external);
       if (it != op_of_external.end())
-        op.kernel = shape_of(it->second, op.precision);
+        op.kernel = shape_of(reader, it->second, op.precision);
     }
     auto& stream = ops_of_stream[g.stream];
     if (!stream.empty())

@@ -156,6 +156,13 @@ std::vector<RecordedRank> read_traces(const std::vector<std::string>& files)
     if (r.format != ranks.front().format)
       throw InputError({fmt::format("{}: a {} trace among {} traces ({}); give the ranks of one recording", r.file,
                                     r.format, ranks.front().format, ranks.front().file)});
+  // A job of 8 ranks replayed from 2 of its files would time a job that never ran: the
+  // collectives of the 6 missing ranks would be left out, silently.
+  for (const auto& r : ranks)
+    if (r.stated_world >= 0 && r.stated_world != static_cast<long long>(ranks.size()))
+      throw InputError({fmt::format("{}: the trace is of a job of {} ranks (distributedInfo.world_size), but {} trace "
+                                    "file{} given; give one file per rank of the job",
+                                    r.file, r.stated_world, ranks.size(), ranks.size() == 1 ? " was" : "s were")});
   const bool all_stated = std::all_of(ranks.begin(), ranks.end(), [](const RecordedRank& r) { return r.stated_rank >= 0; });
   if (all_stated) {
     std::map<int, std::string> seen;

@@ -59,6 +59,7 @@ struct RecordedRank {
   std::string file;
   std::string format;   // the registered format that read it
   int stated_rank = -1; // the rank the file says it is (-1: it does not say)
+  long long stated_world = -1; // the job's rank count the file states (-1: it does not say)
   std::vector<RecordedOp> ops;
   // The ops carry start times on one clock (Kineto always; Chakra when its nodes have
   // start_time_micros): the time a stream waited for the CPU is kept as idle.

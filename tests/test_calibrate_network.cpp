@@ -171,7 +171,12 @@ TEST_CASE("calibrate network: a log's header names its ranks, hosts and devices"
 TEST_CASE("calibrate network: the collective comes from the file name, else from busbw/algbw", "[calibrate_network]")
 {
   CHECK(parse_nccl_tests_log(log_text(kGoodRow), "x/reduce_scatter_perf.out").op == "reduce_scatter");
-  CHECK(parse_nccl_tests_log(log_text(kGoodRow), "x/AllGather-run2.txt").op == "all_gather");
+  const std::string gathered =
+      "     8388608       1048576     float    none      -1    100.0   83.89   41.94      0    101.0   83.06   41.53    N/A\n";
+  CHECK(parse_nccl_tests_log(log_text(gathered), "x/AllGather-run2.txt").op == "all_gather");
+  // A name and a reduction column that disagree: an all-gather does not reduce.
+  CHECK_THAT(input_error_of([] { parse_nccl_tests_log(log_text(kGoodRow), "x/AllGather-run2.txt"); }),
+             Catch::Contains("AllGather-run2.txt:9: redop \"sum\" in a log of all_gather (named by its file name)"));
   // Two ranks: busbw = algbw is all_reduce's 2(n-1)/n and sendrecv's 1, which the table cannot
   // tell apart.
   CHECK_THAT(input_error_of([] { parse_nccl_tests_log(log_text(kGoodRow), "run.txt"); }),
@@ -235,6 +240,26 @@ TEST_CASE("calibrate network: a malformed log is refused with its line number", 
                  "#  Rank  2 Group  0 Pid 13 on host1 device  2 [0x0c] NVIDIA A100-SXM4-80GB\n");
   CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(uneven, "i.log"); }),
              Catch::Contains("i.log:6: host host2 runs 1 ranks but host1 runs 2"));
+
+  // Wrong results, an unknown type or reduction, a size twice, two GPU models: each named at its line.
+  const std::string wrong =
+      "    16777216       4194304     float     sum      -1    120.5   83.89   83.89      3    101.0   83.06   83.06      0\n";
+  CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(log_text(kGoodRow + wrong), "j.log"); }),
+             Catch::Contains("j.log:10: column 9 (\"#wrong\"): 3 wrong results"));
+  std::string typed = kGoodRow;
+  typed.replace(typed.find("float"), 5, "flaot");
+  CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(log_text(typed), "k.log"); }),
+             Catch::Contains("k.log:9: type \"flaot\": expected one of nccl-tests' types"));
+  std::string reduced = kGoodRow;
+  reduced.replace(reduced.find("sum"), 3, "xor");
+  CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(log_text(reduced), "l.log"); }),
+             Catch::Contains("l.log:9: redop \"xor\": expected one of nccl-tests' reductions"));
+  CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(log_text(kGoodRow + kGoodRow), "m.log"); }),
+             Catch::Contains("m.log:10: size 8388608 (float sum) again, as on line 9"));
+  std::string mixed = log_text(kGoodRow);
+  mixed.replace(mixed.find("[0x0b] NVIDIA A100-SXM4-80GB"), 28, "[0x0b] NVIDIA H100 80GB HBM3");
+  CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(mixed, "n.log"); }),
+             Catch::Contains("n.log:5: rank 1 is a NVIDIA H100 80GB HBM3 but rank 0 (line 4) is a NVIDIA A100-SXM4-80GB"));
 
   // The command answers with exit code 2 and the line.
   const auto file = testing::write_temp_file("all_reduce_perf_truncated.log", log_text(kGoodRow + truncated));

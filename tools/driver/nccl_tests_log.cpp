@@ -215,6 +215,13 @@ NcclTestsLog parse_nccl_tests_log(const std::string& text, const std::string& pa
         row.redop = cell;
         continue;
       }
+      // nccl-tests' count of wrong results (-c 1; "N/A" without the check): a row whose results
+      // were wrong timed a broken run, not the network.
+      if (name == "#wrong" && cell != "N/A" && cell != "0")
+        throw InputError({fmt::format("{}: column {} (\"#wrong\"): {} wrong results in this row; the collective "
+                                      "returned wrong data, so its time is not a measurement to fit (fix the run, or "
+                                      "delete the row)",
+                                      where(line_no), i + 1, cell)});
       if (name != "size" && name != "count" && name != "time" && name != "algbw" && name != "busbw")
         continue; // root, #wrong, error: not needed
       const auto v = number(cell);
@@ -253,6 +260,24 @@ NcclTestsLog parse_nccl_tests_log(const std::string& text, const std::string& pa
       throw InputError({fmt::format("{}: {} bytes in {} us is {:.3g} TB/s of algorithm bandwidth; expected at most "
                                     "100 TB/s (a time or a size misprinted?)",
                                     where(line_no), row.bytes, row.time_us, row.bytes / (row.time_us * 1e-6) / 1e12)});
+    // The type and reduction as nccl-tests names them (src/common.cu: test_typenames, test_opnames;
+    // "none" where the collective does not reduce).
+    static const std::vector<std::string> types{"int8",   "uint8", "int32",  "uint32",   "int64",  "uint64",
+                                                "half",   "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+    static const std::vector<std::string> redops{"sum", "prod", "max", "min", "avg", "mulsum", "none"};
+    if (!row.type.empty() && std::find(types.begin(), types.end(), row.type) == types.end())
+      throw InputError({fmt::format("{}: type \"{}\": expected one of nccl-tests' types ({})", where(line_no), row.type,
+                                    fmt::join(types, ", "))});
+    if (!row.redop.empty() && std::find(redops.begin(), redops.end(), row.redop) == redops.end())
+      throw InputError({fmt::format("{}: redop \"{}\": expected one of nccl-tests' reductions ({})", where(line_no),
+                                    row.redop, fmt::join(redops, ", "))});
+    // The same size, type and reduction twice: two runs pasted into one table, each size to be
+    // fitted twice.
+    for (const auto& earlier : log.rows)
+      if (earlier.bytes == row.bytes && earlier.type == row.type && earlier.redop == row.redop)
+        throw InputError({fmt::format("{}: size {} ({} {}) again, as on line {}; expected one row per size (one run "
+                                      "per log: split the file)",
+                                      where(line_no), row.bytes, row.type, row.redop, earlier.line)});
     log.rows.push_back(row);
   }
   if (header_line == 0)
@@ -289,9 +314,29 @@ NcclTestsLog parse_nccl_tests_log(const std::string& text, const std::string& pa
                                     "every host",
                                     where(first->line), log.hosts[h], per_host[h], log.hosts[0], per_host[0])});
     }
+  // One GPU model per log: the fit is of one machine's links, and a preset has one GPU.
+  for (const auto& r : log.ranks)
+    if (r.device_name != log.ranks.front().device_name)
+      throw InputError({fmt::format("{}: rank {} is a {} but rank {} (line {}) is a {}; expected one GPU model per "
+                                    "log",
+                                    where(r.line), r.rank, r.device_name, log.ranks.front().rank,
+                                    log.ranks.front().line, log.ranks.front().device_name)});
   log.op = op_from_file_name(path);
   if (log.op.empty())
     log.op = op_from_table(log);
+  // The file's name and the table's reduction column must tell the same collective: an
+  // all_gather_perf table with "sum" rows (or an all-reduce with "none") was renamed or mixed up.
+  if (!log.op.empty())
+    for (const auto& r : log.rows) {
+      const bool reduces = log.op == "all_reduce" || log.op == "reduce_scatter";
+      const bool never   = log.op == "all_gather" || log.op == "alltoall";
+      if (r.redop.empty() || (!reduces && !never))
+        continue;
+      if ((reduces && r.redop == "none") || (never && r.redop != "none"))
+        throw InputError({fmt::format("{}: redop \"{}\" in a log of {} (named by {}); {} rows have {}", where(r.line),
+                                      r.redop, log.op, op_from_file_name(path).empty() ? "its table" : "its file name",
+                                      log.op, reduces ? "a reduction (sum, ...)" : "redop \"none\"")});
+    }
   if (log.op.empty())
     throw InputError({fmt::format("{}: cannot tell which collective the table measured from its columns (busbw/algbw "
                                   "and redop); name the file after the nccl-tests binary (all_reduce_perf, "

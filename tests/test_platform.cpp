@@ -202,6 +202,24 @@ TEST_CASE("stepsim platform prints the built links and example routes", "[platfo
   CHECK(bad.output.find("platform.network.topology") != std::string::npos);
 }
 
+TEST_CASE("a preset's fabric field that another topology does not read is named, and --set PATH=null drops it",
+          "[platform]")
+{
+  // dgx-h100-superpod is a rail fabric with leaf_radix and oversubscription; a torus reads neither.
+  const std::string torus = "platform --preset dgx-h100-superpod --nodes 4 --set platform.network.topology=torus "
+                            "--set 'platform.network.torus={\"dimensions\":[4]}'";
+  const auto kept = testing::run_stepsim(torus);
+  INFO(kept.output);
+  CHECK(kept.exit_code == 2);
+  CHECK(kept.output.find("platform.network.leaf_radix: a field of fat_tree or rail_optimized fabrics, which the "
+                         "\"torus\" topology does not read") != std::string::npos);
+  const auto dropped = testing::run_stepsim(torus + " --set platform.network.leaf_radix=null "
+                                                    "--set platform.network.oversubscription=null");
+  INFO(dropped.output);
+  CHECK(dropped.exit_code == 0);
+  CHECK(dropped.output.find("torus") != std::string::npos);
+}
+
 TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; a count with no even split is one group",
           "[platform]")
 {

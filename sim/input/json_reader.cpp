@@ -457,8 +457,10 @@ void set_by_path(nlohmann::json& document, const std::string& assignment)
     throw InputError({fmt::format("--set {}: the value nests arrays and objects deeper than the {} levels a "
                                   "scenario may have",
                                   path, kMaxJsonDepth)});
-  nlohmann::json* node = &document;
-  size_t start         = 0;
+  nlohmann::json* node   = &document;
+  nlohmann::json* parent = nullptr; // the object that holds `node` under `key`, if any
+  std::string key;
+  size_t start = 0;
   while (true) {
     size_t dot       = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
@@ -473,14 +475,22 @@ void set_by_path(nlohmann::json& document, const std::string& assignment)
     } else {
       if (!node->is_object() && !node->is_null())
         throw InputError({fmt::format("--set {}: \"{}\" is inside a value that is not an object", path, part)});
-      node = &(*node)[part];
+      parent = node;
+      key    = part;
+      node   = &(*node)[part];
     }
     if (dot == std::string::npos)
       break;
     start = dot + 1;
   }
   nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
-  *node                 = parsed.is_discarded() ? nlohmann::json(value) : parsed;
+  // path=null takes the field away, so that it takes its default: the way to drop a preset's
+  // field that another setting does not read (a rail fabric's leaf_radix under a torus).
+  if (parsed.is_null() && parent != nullptr && parent->is_object()) {
+    parent->erase(key);
+    return;
+  }
+  *node = parsed.is_discarded() ? nlohmann::json(value) : parsed;
 }
 
 } // namespace stepsim

@@ -210,18 +210,61 @@ void read_network(JsonReader net, NetworkSpec& n, const std::vector<NodeGroupSpe
     if (value > kMostOversubscription)
       net.problems().add(net.path_of(key), fmt::format("expected at most {:g} (a ratio such as 2 for 2:1), got {:g}",
                                                        kMostOversubscription, value));
+  // A field of another fabric is ignored by this one's builder (topologies/fabrics/): said, not
+  // dropped. leaf_radix and oversubscription shape fat trees and rails (rail.cpp: a scalable unit
+  // of leaf_radix nodes, each rail leaf's uplink thinned); levels, pod_radix and
+  // core_oversubscription only a fat tree's third level (fat_tree.cpp).
+  // (A topology of no fabric is refused by its name alone, later, with the names there are.)
+  static const std::set<std::string> fabrics_with_fields{"fat_tree", "rail_optimized", "torus", "dragonfly", "custom", "wifi"};
+  if (fabrics_with_fields.count(n.topology) != 0) {
+    const bool rail_too = n.topology == "fat_tree" || n.topology == "rail_optimized";
+    struct Field {
+      const char* key;
+      bool read;
+      const char* readers;
+    };
+    for (const Field& f : {Field{"leaf_radix", rail_too, "fat_tree or rail_optimized"},
+                           Field{"oversubscription", rail_too, "fat_tree or rail_optimized"},
+                           Field{"levels", n.topology == "fat_tree", "fat_tree"},
+                           Field{"pod_radix", n.topology == "fat_tree", "fat_tree"},
+                           Field{"core_oversubscription", n.topology == "fat_tree", "fat_tree"}})
+      if (net.has(f.key) && !f.read)
+        net.problems().add(net.path_of(f.key), fmt::format("a field of {} fabrics, which the \"{}\" topology does not "
+                                                           "read; remove it (--set {}=null) or set platform.network.topology to {}",
+                                                           f.readers, n.topology, net.path_of(f.key), f.readers));
+    for (const char* key : {"torus", "dragonfly", "wifi"})
+      if (net.has(key) && n.topology != key)
+        net.problems().add(net.path_of(key), fmt::format("the {} fabric's section, but the topology is \"{}\"; remove "
+                                                         "it (--set {}=null) or set platform.network.topology to {}",
+                                                         key, n.topology, net.path_of(key), key));
+    for (const char* key : {"switches", "links"})
+      if (net.has(key) && n.topology != "custom")
+        net.problems().add(net.path_of(key), fmt::format("a custom fabric's field, but the topology is \"{}\"; "
+                                                         "remove it (--set {}=null) or set platform.network.topology "
+                                                         "to custom",
+                                                         n.topology, net.path_of(key)));
+  }
   n.sharp                 = net.boolean("sharp", false);
   // A fabric's object is required by its topology; when it is missing, that is the one problem.
+  // Another fabric's section was named above, and is not read as well (its own problems would
+  // bury the one that matters).
   auto section = [&](const char* key) {
     if (n.topology == key && !net.has(key))
       net.object(key, true);
+    if (n.topology != key && fabrics_with_fields.count(n.topology) != 0) {
+      net.raw(key);
+      return false;
+    }
     return net.has(key);
   };
   if (section("torus"))
     read_torus(net.object("torus"), n.torus, nodes);
   if (section("dragonfly"))
     read_dragonfly(net.object("dragonfly"), n.dragonfly, nodes);
-  if (n.topology == "custom" || net.has("switches") || net.has("links"))
+  if (n.topology != "custom" && fabrics_with_fields.count(n.topology) != 0) {
+    net.raw("switches");
+    net.raw("links");
+  } else if (n.topology == "custom" || net.has("switches") || net.has("links"))
     read_custom(net, n, nodes);
   if (section("wifi"))
     read_wifi(net.object("wifi"), n.wifi, groups);

@@ -291,7 +291,9 @@ TEST_CASE("node types refuse a GPU count or mesh they cannot build, naming the p
   REQUIRE_THROWS_AS(check_node_types(spec), InputError);
   CHECK_THROWS_WITH(check_node_types(spec), Catch::Contains("platform.node_groups[0].intra_node.mesh") &&
                                                 Catch::Contains("9 chiplets"));
-  CHECK_THROWS_WITH(check_node_types(one_node("nvl72", 8)), Catch::Contains("platform.node_groups[0].gpus_per_node"));
+  CHECK_THROWS_WITH(check_node_types(one_node("nvl72", 8)), Catch::Contains("platform.node_groups[0].gpus_per_node") &&
+                                                               Catch::Contains("72 GPUs (or 36), got 8"));
+  CHECK_NOTHROW(check_node_types(one_node("nvl72", 36))); // NVL36: half the domain
   CHECK_THROWS_WITH(check_node_types(one_node("nvswich", 8)), Catch::Contains("did you mean \"nvswitch\""));
   CHECK_THROWS_WITH(check_node_types(one_node("xgmi_mesh", 16)),
                     Catch::Contains("platform.node_groups[0].intra_node.type") && Catch::Contains("at most 8 GPUs"));

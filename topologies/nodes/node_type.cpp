@@ -168,9 +168,11 @@ void check_node_types(const PlatformSpec& spec)
         problems.add("", p);
       continue;
     }
-    if (type->gpus_per_node != 0 && g.gpus_per_node != type->gpus_per_node)
+    if (type->gpus_per_node != 0 && g.gpus_per_node != type->gpus_per_node &&
+        (type->also_gpus_per_node == 0 || g.gpus_per_node != type->also_gpus_per_node))
       problems.add(fmt::format("platform.node_groups[{}].gpus_per_node", i),
-                   fmt::format("a \"{}\" node has {} GPUs, got {}", g.intra_node.type, type->gpus_per_node,
+                   fmt::format("a \"{}\" node has {} GPUs{}, got {}", g.intra_node.type, type->gpus_per_node,
+                               type->also_gpus_per_node != 0 ? fmt::format(" (or {})", type->also_gpus_per_node) : "",
                                g.gpus_per_node));
     if (g.intra_node.bandwidth_Bps <= 0 && !type->rated_bandwidth_Bps)
       problems.add(path + ".bandwidth", fmt::format("required field is missing (expected a bandwidth such as "

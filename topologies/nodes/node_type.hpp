@@ -112,6 +112,9 @@ struct NodeType {
   // xGMI mesh): a ring uses one link between each two neighbours, so the collectives lay their
   // lanes over different links (GroupShape::full_mesh).
   bool full_mesh = false;
+  // A second GPU count the type builds, 0 for none: an NVL36 rack is half of NVL72's domain, the
+  // same GPUs on the same switch trays.
+  int also_gpus_per_node = 0;
 };
 using NodeTypeRegistry = Registry<NodeType>;
 

@@ -84,13 +84,17 @@ TEST_CASE("A GPU named as nvidia-smi prints it is its catalogue device", "[devic
       {"NVIDIA GeForce RTX 3090", "RTX-3090"},    {"NVIDIA RTX A6000", "RTX-A6000"},
       {"NVIDIA A100-PCIE-40GB", "A100-PCIe-40GB"}, {"Tesla V100-PCIE-32GB", "V100-PCIe-32GB"},
       {"NVIDIA L40", "L40"},                      {"NVIDIA A30", "A30"},
-      {"NVIDIA H200 NVL", "H200-NVL"},            {"AMD Instinct MI325X", "MI325X"}};
+      {"NVIDIA H200 NVL", "H200-NVL"},            {"AMD Instinct MI325X", "MI325X"},
+      {"NVIDIA A10G", "A10G"},                    {"NVIDIA RTX 6000 Ada Generation", "RTX-6000-Ada"},
+      {"NVIDIA GeForce RTX 5090", "RTX-5090"},    {"NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "RTX-PRO-6000"},
+      {"Tesla P100-SXM2-16GB", "P100-SXM2-16GB"}, {"AMD Instinct MI210", "MI210"},
+      {"AMD Instinct MI300A", "MI300A"}};
   for (const auto& [asked, device] : known) {
     INFO(asked);
     CHECK(catalogue_device_name(asked) == device);
   }
   // Names of no device come back as they are (the device check then lists the closest).
-  for (const char* unknown : {"NVIDIA RTX PRO 6000", "NVIDIA"})
+  for (const char* unknown : {"NVIDIA RTX PRO 9000", "NVIDIA"})
     CHECK(catalogue_device_name(unknown) == unknown);
 
   // The run is the catalogue device's, and its report names it so.
@@ -100,9 +104,9 @@ TEST_CASE("A GPU named as nvidia-smi prints it is its catalogue device", "[devic
   CHECK(by_product["device"] == "H100-SXM");
 
   auto r = testing::run_stepsim("run " + std::string(STEPSIM_SOURCE_DIR) +
-                                "/configs/scenarios/default.json --set \"platform.node_groups.0.gpu=NVIDIA RTX PRO 6000\"");
+                                "/configs/scenarios/default.json --set \"platform.node_groups.0.gpu=NVIDIA RTX PRO 9000\"");
   CHECK(r.exit_code == 2);
-  CHECK(r.output.find("platform.node_groups[0].gpu: unknown device \"NVIDIA RTX PRO 6000\"") != std::string::npos);
+  CHECK(r.output.find("platform.node_groups[0].gpu: unknown device \"NVIDIA RTX PRO 9000\"") != std::string::npos);
 }
 
 TEST_CASE("Every product name of the catalogue is its own device's", "[devices]")

@@ -210,6 +210,9 @@ TEST_CASE("plan keeps the headroom asked for, ranks by energy or cost, and write
     auto refused     = run_stepsim("plan " + file + " --objective cost -q");
     CHECK(refused.exit_code == 2);
     CHECK(refused.output.find("--objective cost: needs a price per GPU-hour") != std::string::npos);
+    auto free_gpus = run_stepsim("plan " + file + " --objective cost --price-per-gpu-hour 0 -q");
+    CHECK(free_gpus.exit_code == 2);
+    CHECK(free_gpus.output.find("expected a price above 0") != std::string::npos);
   }
   SECTION("--write-best")
   {

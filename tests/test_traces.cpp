@@ -473,6 +473,14 @@ TEST_CASE("malformed traces are refused with the file and the event or node", "[
     const std::string bad = write(dir + "/negative.json", t.dump());
     refused(good0 + " " + bad + platform, {bad, "traceEvents[1]", "aten::mm", "Input Dims\"[0]", "extents >= 0"});
   }
+  SECTION("a kernel of eight days")
+  {
+    Step days     = s;
+    days.backward = 8 * 24 * 3600 * 1e6; // microseconds, as Kineto writes "dur"
+    const std::string a = write(dir + "/days0.json", kineto_trace(0, days).dump());
+    const std::string b = write(dir + "/days1.json", kineto_trace(1, days).dump());
+    refused(a + " " + b + platform, {"the recorded step lasts", "a week at most"});
+  }
   SECTION("a dependency on a missing node")
   {
     const std::string a = chakra_file(dir + "/m.0.et", 0, s), b = chakra_file(dir + "/m.1.et", 1, s, false, true);

@@ -87,6 +87,8 @@ TEST_CASE("a transfer between two GPUs of a node takes its route's bottleneck an
   PlatformSpec pairs = one_node("nvlink_pairs", 4);
   pairs.node_groups[0].host.link_bandwidth_Bps = 32e9; // PCIe Gen4 x16
   const double pcie_hop = pairs.node_groups[0].host.link_latency_s + link_efficiency().pcie_step_s / 2;
+  PlatformSpec geforce_pairs = one_node("nvlink_pairs_no_p2p", 4);
+  geforce_pairs.node_groups[0].host.link_bandwidth_Bps = 32e9;
   auto c = GENERATE_COPY(
       Case{"NVSwitch: one switch between any two GPUs", one_node("nvswitch", 8), 2, 7, B, L,
            names({"node0-gpu2-nvswitch_UP", "node0-gpu7-nvswitch_DOWN"})},
@@ -123,6 +125,13 @@ TEST_CASE("a transfer between two GPUs of a node takes its route's bottleneck an
       // Between pairs over PCIe peer to peer through the root complex, at PCIe's achieved fraction.
       Case{"NVLink bridge: cards of two pairs, over PCIe", pairs, 1, 2, 32e9 * link_efficiency().pcie, 2 * pcie_hop,
            names({"node0-gpu1-pcie_UP", "node0-gpu2-pcie_DOWN"})},
+      // GeForce pairs: the bridge inside a pair; between pairs no PCIe peer-to-peer, so the sender's
+      // buffer in host memory, at the staged fraction of the achieved PCIe rate.
+      Case{"NVLink bridge without PCIe peer-to-peer: a pair", geforce_pairs, 1, 0, B, L,
+           names({"node0-gpu0-gpu1-nvlink_DOWN"})},
+      Case{"NVLink bridge without PCIe peer-to-peer: staged between pairs", geforce_pairs, 1, 2,
+           32e9 * link_efficiency().pcie * link_efficiency().pcie_host_staged, 2 * pcie_hop,
+           names({"node0-gpu1-pcie_UP", "node0-gpu1-host-staging_UP", "node0-gpu2-pcie_DOWN"})},
       Case{"HGX 4-GPU NVLink mesh: a pair's own bundle", one_node("nvlink_mesh", 4), 3, 0, B, L,
            names({"node0-gpu0-gpu3-nvlink_DOWN"})},
       Case{"NVL72: any two of 72 GPUs", one_node("nvl72", 72), 0, 71, B, L,
@@ -334,7 +343,9 @@ TEST_CASE("stepsim platform prints each node type's links", "[node_types][cli]")
            "--set platform.node_groups.0.intra_node.bandwidth=100GBps",
            {"nodeN-gpuN-gpuN-mesh"}},
       Case{"--set platform.node_groups.0.intra_node.type=pcie_no_p2p", {"nodeN-gpuN-pcie", "nodeN-gpuN-host-staging"}},
-      Case{"--set platform.node_groups.0.intra_node.type=nvlink_pairs", {"nodeN-gpuN-gpuN-nvlink", "nodeN-gpuN-pcie"}});
+      Case{"--set platform.node_groups.0.intra_node.type=nvlink_pairs", {"nodeN-gpuN-gpuN-nvlink", "nodeN-gpuN-pcie"}},
+      Case{"--set platform.node_groups.0.intra_node.type=nvlink_pairs_no_p2p",
+           {"nodeN-gpuN-gpuN-nvlink", "nodeN-gpuN-pcie", "nodeN-gpuN-host-staging"}});
   auto r = testing::run_stepsim("platform " + std::string(STEPSIM_SOURCE_DIR) + "/tests/bad_inputs/base.scenario " + c.sets);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);

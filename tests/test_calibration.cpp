@@ -157,7 +157,7 @@ TEST_CASE("calibrate: a bad measurement file is an input error naming the path",
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("fit of H200-SXM") != std::string::npos);
-  doc["device"] = "NVIDIA RTX PRO 6000";
+  doc["device"] = "NVIDIA RTX PRO 9000";
   std::ofstream(nameless) << doc.dump();
   r = testing::run_stepsim("calibrate fit " + nameless);
   CHECK(r.exit_code == 2);

@@ -61,6 +61,16 @@ void NodeBuild::route_gpu_pairs(const std::function<Path(int a, int b)>& path)
         route(gpu(a), gpu(b), path(a, b));
 }
 
+Path NodeBuild::host_staged(simgrid::s4u::Link* sender_pcie, simgrid::s4u::Link* staging,
+                           simgrid::s4u::Link* receiver_pcie)
+{
+  Path p{Hop(sender_pcie, Hop::Direction::UP)};
+  if (staging != nullptr)
+    p.emplace_back(staging, Hop::Direction::UP);
+  p.emplace_back(receiver_pcie, Hop::Direction::DOWN);
+  return p;
+}
+
 void NodeBuild::route_to_cpu(const std::function<Path(int g)>& to_root)
 {
   if (cpu == nullptr)

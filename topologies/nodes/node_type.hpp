@@ -64,6 +64,10 @@ struct NodeBuild {
   // GPU -> CPU host routes: `to_root(g)` (the links from GPU g to the CPU's root complex), then
   // the memory link.
   void route_to_cpu(const std::function<Path(int g)>& to_root);
+  // A GPU-to-GPU transfer that NCCL stages through host memory (no PCIe peer-to-peer: its SHM
+  // transport): up the sender's PCIe link, through the sender's staging buffer when one is built
+  // (null: none), down the receiver's. One direction: each sender stages in its own buffer.
+  static Path host_staged(simgrid::s4u::Link* sender_pcie, simgrid::s4u::Link* staging, simgrid::s4u::Link* receiver_pcie);
   // Each built GPU its own host (PCIe) link "gpuI-host" to the CPU: the node types whose GPUs talk
   // to each other over NVLink or a die-to-die mesh, not over PCIe.
   void add_host_links();

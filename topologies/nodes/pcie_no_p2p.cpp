@@ -31,19 +31,15 @@ void build(NodeBuild& b)
       if (staged > 0 && b.built_gpus() > 1)
         staging[static_cast<size_t>(g)] = b.link(fmt::format("gpu{}-host-staging", g), intra.bandwidth_Bps * staged, 0);
     }
-  auto up   = [&](int g) { return Hop(pcie[static_cast<size_t>(g)], Hop::Direction::UP); };
-  auto down = [&](int g) { return Hop(pcie[static_cast<size_t>(g)], Hop::Direction::DOWN); };
   // Each direction its own route: a pair's two directions stage in different senders' buffers.
   for (int a = 0; a < n; ++a)
     for (int c = 0; c < n; ++c)
-      if (a != c && b.gpu(a) != nullptr && b.gpu(c) != nullptr) {
-        Path p{up(a)};
-        if (auto* s = staging[static_cast<size_t>(a)]; s != nullptr)
-          p.emplace_back(s, Hop::Direction::UP);
-        p.push_back(down(c));
-        b.route(b.gpu(a), b.gpu(c), p, false);
-      }
-  b.route_to_cpu([&](int g) { return Path{up(g)}; });
+      if (a != c && b.gpu(a) != nullptr && b.gpu(c) != nullptr)
+        b.route(b.gpu(a), b.gpu(c),
+                NodeBuild::host_staged(pcie[static_cast<size_t>(a)], staging[static_cast<size_t>(a)],
+                                       pcie[static_cast<size_t>(c)]),
+                false);
+  b.route_to_cpu([&](int g) { return Path{Hop(pcie[static_cast<size_t>(g)], Hop::Direction::UP)}; });
 }
 
 // 15.75e9: PCIe Gen3 x16 (the GeForce RTX 2080 Ti's host interface, NVIDIA's product page): 8 GT/s

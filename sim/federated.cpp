@@ -37,6 +37,7 @@ Scenario one_device_job(const Scenario& s, const std::string& device)
   node.gpu              = device;
   node.gpus_per_node    = 1;
   node.intra_node.type  = "pcie"; // no peer to reach: the node type only has to exist
+  node.intra_node.bandwidth_Bps = 0; // the type's rated PCIe link, not the spec's NVSwitch default
   node.nic.count        = 1;
   one.platform          = PlatformSpec{};
   one.platform.node_groups = {node};

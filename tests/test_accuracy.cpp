@@ -109,6 +109,15 @@ TEST_CASE("accuracy: a case without a measurement is an input error naming the p
   auto result = stepsim::testing::run_stepsim("accuracy --quiet " + folder.string());
   CHECK(result.exit_code == 2);
   CHECK(result.output.find("validation.measured") != std::string::npos);
+  // A measurement no run made (a misprint): refused, not scored as the model's error.
+  s["validation"]["metric"]   = "seconds_per_iteration";
+  s["validation"]["unit"]     = "s";
+  s["validation"]["measured"] = 1e300;
+  std::ofstream(folder / "case.json") << s.dump();
+  result = stepsim::testing::run_stepsim("accuracy --quiet " + folder.string());
+  CHECK(result.exit_code == 2);
+  CHECK(result.output.find("validation.measured: 1e+300 s: expected at most 604800 for seconds_per_iteration") !=
+        std::string::npos);
 }
 
 TEST_CASE("accuracy: --leave-out reports a source's cases as held out, and refuses a source no case names",

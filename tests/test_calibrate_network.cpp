@@ -194,7 +194,7 @@ TEST_CASE("calibrate network: a malformed log is refused with its line number", 
   const std::string word =
       "    16777216       4194304     float     sum      -1    12x.5   83.89   83.89      0    101.0   83.06   83.06      0\n";
   CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(log_text(kGoodRow + word), "b.log"); }),
-             Catch::Contains("b.log:10: column 6 (\"time\", out-of-place): expected a number, got \"12x.5\""));
+             Catch::Contains("b.log:10: column 6 (\"time\", out-of-place): expected a number >= 0, got \"12x.5\""));
   const std::string in_place =
       "    16777216       4194304     float     sum      -1    120.5   83.89   83.89      0    10x.0   83.06   83.06      0\n";
   CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(log_text(kGoodRow + in_place), "b2.log"); }),
@@ -208,6 +208,10 @@ TEST_CASE("calibrate network: a malformed log is refused with its line number", 
       "  2147483648     536870912     float     sum      -1    0.001   83.89   83.89      0    101.0   83.06   83.06      0\n";
   CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(log_text(kGoodRow + instant), "b4.log"); }),
              Catch::Contains("b4.log:10:") && Catch::Contains("expected at most 100 TB/s"));
+  const std::string hours =
+      "  2147483648     536870912     float     sum      -1    1e26   83.89   83.89      0    101.0   83.06   83.06      0\n";
+  CHECK_THAT(input_error_of([&] { parse_nccl_tests_log(log_text(kGoodRow + hours), "b5.log"); }),
+             Catch::Contains("b5.log:10: a time of") && Catch::Contains("for one collective"));
   // A row of 0 bytes (fewer elements than ranks) is left out, and its line kept to be said.
   const std::string empty =
       "           0             0     float     sum      -1     5.10    0.00    0.00      0     5.00    0.00    0.00      0\n";

@@ -337,12 +337,14 @@ TEST_CASE("stepsim platform prints each node type's links", "[node_types][cli]")
   auto c = GENERATE(
       Case{"--set platform.node_groups.0.intra_node.type=dgx1_cube_mesh",
            {"nodeN-gpuN-gpuN-nvlink", "nodeN-gpuN-host", "nodeN-cpu-memory"}},
-      Case{"--set platform.node_groups.0.intra_node.type=pcie_switch --set platform.node_groups.0.nic.count=4",
+      Case{"--set platform.node_groups.0.intra_node.type=pcie_switch --set platform.node_groups.0.nic.count=4 "
+           "--set platform.node_groups.0.intra_node.bandwidth=32GBps",
            {"nodeN-gpuN-switchN", "nodeN-switchN-root"}},
       Case{"--set platform.node_groups.0.intra_node.type=chiplet_mesh --set platform.node_groups.0.intra_node.mesh=[2,4] "
            "--set platform.node_groups.0.intra_node.bandwidth=100GBps",
            {"nodeN-gpuN-gpuN-mesh"}},
-      Case{"--set platform.node_groups.0.intra_node.type=pcie_no_p2p", {"nodeN-gpuN-pcie", "nodeN-gpuN-host-staging"}},
+      Case{"--set platform.node_groups.0.intra_node.type=pcie_no_p2p --set platform.node_groups.0.intra_node.bandwidth=32GBps",
+           {"nodeN-gpuN-pcie", "nodeN-gpuN-host-staging"}},
       Case{"--set platform.node_groups.0.intra_node.type=nvlink_pairs", {"nodeN-gpuN-gpuN-nvlink", "nodeN-gpuN-pcie"}},
       Case{"--set platform.node_groups.0.intra_node.type=nvlink_pairs_no_p2p",
            {"nodeN-gpuN-gpuN-nvlink", "nodeN-gpuN-pcie", "nodeN-gpuN-host-staging"}});

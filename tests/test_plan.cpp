@@ -195,6 +195,13 @@ TEST_CASE("plan keeps the headroom asked for, ranks by energy or cost, and write
     for (const auto& r : rows)
       CHECK(r["report"]["memory_peak_bytes"].get<double>() + 77 * GiB <= r["report"]["memory_capacity_bytes"].get<double>());
     CHECK(rows.size() < plan_rows(doc, "plan-no-headroom", "--simulate 0 --top 1000").size());
+    // Headroom beyond a GPU's usable memory: no count of GPUs would help, and none is suggested.
+    const auto all = run_stepsim("plan " + write_temp_file("plan-all-headroom.json", doc.dump()) +
+                                 " --simulate 0 --headroom 100GiB -q");
+    INFO(all.output);
+    CHECK(all.exit_code == 2);
+    CHECK(all.output.find("--headroom 100.00 GiB: no less than the") != std::string::npos);
+    CHECK(all.output.find("GPUs of this kind would hold it") == std::string::npos);
   }
   SECTION("energy and cost")
   {

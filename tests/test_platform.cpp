@@ -218,6 +218,14 @@ TEST_CASE("a preset's fabric field that another topology does not read is named,
   INFO(dropped.output);
   CHECK(dropped.exit_code == 0);
   CHECK(dropped.output.find("torus") != std::string::npos);
+  // Removing a field that is not there (a misspelt path), or an array's element, is refused.
+  const auto misspelt = testing::run_stepsim("platform --preset dgx-a100 --set platform.network.leaf_radx=null");
+  CHECK(misspelt.exit_code == 2);
+  CHECK(misspelt.output.find("--set platform.network.leaf_radx=null: there is no platform.network.leaf_radx to "
+                             "remove") != std::string::npos);
+  const auto element = testing::run_stepsim("platform --preset dgx-a100 --set platform.node_groups.0=null");
+  CHECK(element.exit_code == 2);
+  CHECK(element.output.find("an element of an array cannot be removed") != std::string::npos);
 }
 
 TEST_CASE("several NICs per GPU act as one NIC of their summed bandwidth; a count with no even split is one group",

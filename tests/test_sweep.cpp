@@ -258,7 +258,14 @@ TEST_CASE("journal and shard lines of the wrong shape are refused with the file 
       {with_field(lines[0], "point", -1), "point: expected a point number"},
       {with_field(lines[0], "point", 9), "point: 9 is not a point of a sweep of 4 points"},
       {with_field(lines[0], "status", nlohmann::json(nlohmann::json::value_t::discarded)), "status: expected"},
-      {with_field(lines[0], "report", nlohmann::json::object()), "report: "},
+      {with_field(lines[0], "report", nlohmann::json::object()), "report.name: missing"},
+      {with_field(lines[0], "report", nlohmann::json::array({1, 2})), "report: expected the report object stepsim writes, got array"},
+      {with_field(lines[0], "report", [&] {
+         auto report           = nlohmann::json::parse(lines[0])["report"];
+         report["step_time_s"] = -5;
+         return report;
+       }()),
+       "report: step_time_s -5 and tokens_per_s"},
       // An integer field of the report beyond an int, or no integer (found by fuzz_results: the
       // conversion of 1.5e65 to int was undefined behaviour).
       {with_field(lines[0], "report", [&] {
@@ -274,7 +281,7 @@ TEST_CASE("journal and shard lines of the wrong shape are refused with the file 
        }()),
        "report: 4294967296 is out of range"},
       // A report beside another status is read back too (the CSV takes its columns from it).
-      {with_field(with_field(lines[0], "status", "infeasible"), "report", nlohmann::json::object()), "report: "}};
+      {with_field(with_field(lines[0], "status", "infeasible"), "report", nlohmann::json::object()), "report.name: missing"}};
   for (const auto& [line, expected] : cases) {
     INFO(line);
     auto shard = write_temp_file("shape-check-bad.jsonl", lines[1] + "\n" + line + "\n");
@@ -300,6 +307,19 @@ TEST_CASE("merge refuses shards of different sweeps with the same point count", 
   auto merge         = run_stepsim("merge " + other + " " + mine + " -o " + std::filesystem::path(mine).parent_path().string() + "/mixed-m");
   CHECK(merge.exit_code == 2);
   CHECK(merge.output.find("mixed-mine.jsonl:1: written by another sweep") != std::string::npos);
+}
+
+TEST_CASE("merge refuses a line whose parameters are not the other lines'", "[sweep]")
+{
+  auto [file, lines] = four_point_sweep("params");
+  auto edited        = nlohmann::json::parse(lines[1]);
+  edited["parameters"] = {{"foo", 1}};
+  std::string shard = write_temp_file("params-edited.jsonl", lines[0] + "\n" + edited.dump() + "\n" + lines[2] + "\n" +
+                                                                 lines[3] + "\n");
+  auto merge = run_stepsim("merge " + shard + " -o " + std::filesystem::path(shard).parent_path().string() + "/params-m");
+  INFO(merge.output);
+  CHECK(merge.exit_code == 2);
+  CHECK(merge.output.find("params-edited.jsonl: point 1's parameters are [foo], the other points'") != std::string::npos);
 }
 
 TEST_CASE("a point whose worker died is run again on resume", "[sweep]")

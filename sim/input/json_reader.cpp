@@ -460,6 +460,7 @@ void set_by_path(nlohmann::json& document, const std::string& assignment)
   nlohmann::json* node   = &document;
   nlohmann::json* parent = nullptr; // the object that holds `node` under `key`, if any
   std::string key;
+  bool existed = false; // `key` was in `parent` before this assignment
   size_t start = 0;
   while (true) {
     size_t dot       = path.find('.', start);
@@ -471,13 +472,16 @@ void set_by_path(nlohmann::json& document, const std::string& assignment)
       long  index = std::strtol(part.c_str(), &end, 10);
       if (*end != '\0' || index < 0 || static_cast<size_t>(index) >= node->size())
         throw InputError({fmt::format("--set {}: \"{}\" is not an index of that array", path, part)});
-      node = &(*node)[static_cast<size_t>(index)];
+      node    = &(*node)[static_cast<size_t>(index)];
+      parent  = nullptr; // an element, not an object's field
+      existed = true;
     } else {
       if (!node->is_object() && !node->is_null())
         throw InputError({fmt::format("--set {}: \"{}\" is inside a value that is not an object", path, part)});
-      parent = node;
-      key    = part;
-      node   = &(*node)[part];
+      parent  = node;
+      key     = part;
+      existed = node->is_object() && node->contains(part);
+      node    = &(*node)[part];
     }
     if (dot == std::string::npos)
       break;
@@ -486,8 +490,15 @@ void set_by_path(nlohmann::json& document, const std::string& assignment)
   nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
   // path=null takes the field away, so that it takes its default: the way to drop a preset's
   // field that another setting does not read (a rail fabric's leaf_radix under a torus).
+  if (parsed.is_null() && parent == nullptr && path.find('.') != std::string::npos)
+    throw InputError({fmt::format("--set {}=null: an element of an array cannot be removed; set the whole array "
+                                  "(--set {}='[...]')",
+                                  path, path.substr(0, path.rfind('.')))});
   if (parsed.is_null() && parent != nullptr && parent->is_object()) {
     parent->erase(key);
+    // Removing what is not there (a misspelt path) would change nothing, silently.
+    if (!existed)
+      throw InputError({fmt::format("--set {}=null: there is no {} to remove (a misspelt path?)", path, path)});
     return;
   }
   *node = parsed.is_discarded() ? nlohmann::json(value) : parsed;

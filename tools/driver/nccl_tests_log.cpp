@@ -19,6 +19,7 @@ namespace stepsim {
 namespace {
 constexpr double kMostLogBytes          = 1099511627776.0; // 1 TiB (see the rows' checks)
 constexpr double kMostLogBytesPerSecond = 1e14;            // 100 TB/s
+constexpr double kLongestLogTime_us     = 1e10;            // 10,000 s
 } // namespace
 namespace {
 
@@ -228,7 +229,7 @@ NcclTestsLog parse_nccl_tests_log(const std::string& text, const std::string& pa
       if (name == "time")
         ++timed; // the first time column is the out-of-place one, the second the in-place one
       if (!v || *v < 0)
-        throw InputError({fmt::format("{}: column {} (\"{}\"{}): expected a number, got \"{}\"", where(line_no), i + 1,
+        throw InputError({fmt::format("{}: column {} (\"{}\"{}): expected a number >= 0, got \"{}\"", where(line_no), i + 1,
                                       name, timed == 0 || name == "size" || name == "count" ? "" : timed == 1 ? ", out-of-place" : ", in-place",
                                       cell)});
       double* out = nullptr;
@@ -256,6 +257,11 @@ NcclTestsLog parse_nccl_tests_log(const std::string& text, const std::string& pa
     if (row.bytes > kMostLogBytes)
       throw InputError({fmt::format("{}: size {}: expected at most {:.0f} bytes (1 TiB)", where(line_no), row.bytes,
                                     kMostLogBytes)});
+    // Nor does one collective take hours: 32 GiB over 1 GB/s Ethernet is half a minute.
+    if (row.time_us > kLongestLogTime_us)
+      throw InputError({fmt::format("{}: a time of {} us is over {:.0f} s for one collective; expected at most that (a "
+                                    "time misprinted?)",
+                                    where(line_no), row.time_us, kLongestLogTime_us * 1e-6)});
     if (row.bytes / (row.time_us * 1e-6) > kMostLogBytesPerSecond)
       throw InputError({fmt::format("{}: {} bytes in {} us is {:.3g} TB/s of algorithm bandwidth; expected at most "
                                     "100 TB/s (a time or a size misprinted?)",

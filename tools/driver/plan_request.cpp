@@ -23,6 +23,12 @@ std::string degrees(const nlohmann::json& s)
 // Nothing fits or divides: one message that says what is short, and by how much.
 [[noreturn]] void refuse(const std::string& label, const PlanOptions& o, const PlanResult& r)
 {
+  // Headroom that takes a whole GPU's usable memory leaves nothing for any plan: no count of GPUs
+  // helps, so none is suggested.
+  if (r.too_big > 0 && !r.closest_settings.is_null() && o.headroom_bytes >= r.closest_capacity_bytes)
+    throw InputError({fmt::format("--headroom {:.2f} GiB: no less than the {:.2f} GiB a GPU has usable, so no "
+                                  "configuration fits on any number of GPUs; expected headroom below that",
+                                  o.headroom_bytes / kGiB, r.closest_capacity_bytes / kGiB)});
   if (r.too_big > 0 && !r.closest_settings.is_null()) {
     const double short_by = r.closest_need_bytes - r.closest_capacity_bytes;
     // Model state and activations shrink about as 1/GPUs when every degree can grow with them.

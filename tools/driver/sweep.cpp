@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -253,7 +254,8 @@ std::string result_line_problem(const nlohmann::json& line)
     return fmt::format("point: {} is not a point of a sweep of {} points", line["point"].get<size_t>(),
                        line["of"].get<size_t>());
   if (!line.contains("sweep_digest") || !line["sweep_digest"].is_string())
-    return "sweep_digest: missing (expected the digest of the sweep that wrote the line)";
+    return fmt::format("sweep_digest: expected the digest of the sweep that wrote the line (a string), got {}",
+                       line.contains("sweep_digest") ? line["sweep_digest"].dump() : "nothing");
   if (!line.contains("parameters") || !line["parameters"].is_object())
     return "parameters: expected an object of JSON path → value";
   const std::vector<std::string> statuses = {"ok", "infeasible", "error"};
@@ -269,12 +271,27 @@ std::string result_line_problem(const nlohmann::json& line)
   // one): a malformed report beside "infeasible" escaped as the JSON library's exception (found
   // by tests/fuzz/fuzz_results.cpp).
   if (line.contains("report")) {
+    if (!line["report"].is_object())
+      return fmt::format("report: expected the report object stepsim writes, got {}", line["report"].type_name());
     try {
-      report_from_json(line["report"]);
+      const Report r = report_from_json(line["report"]);
+      // A time or a rate no simulation gives: the line was edited, and a merge would pass it on.
+      if (!(r.step_time_s > 0) || !std::isfinite(r.step_time_s) || !(r.tokens_per_s >= 0) || !std::isfinite(r.tokens_per_s))
+        return fmt::format("report: step_time_s {} and tokens_per_s {}: expected a positive step time and a rate >= 0",
+                           r.step_time_s, r.tokens_per_s);
     } catch (const nlohmann::json::exception& e) {
+      // In the report's own terms, not the JSON library's: "key 'name' not found" is a missing
+      // field, "type must be number" a field of another type.
       std::string reason = e.what();
       auto bracket       = reason.find("] ");
-      return "report: " + (bracket == std::string::npos ? reason : reason.substr(bracket + 2));
+      reason             = bracket == std::string::npos ? reason : reason.substr(bracket + 2);
+      if (auto key = reason.find("key '"); key != std::string::npos) {
+        const auto end = reason.find('\'', key + 5);
+        return fmt::format("report.{}: missing (expected the report stepsim writes)", reason.substr(key + 5, end - key - 5));
+      }
+      if (reason.rfind("type must be ", 0) == 0)
+        return fmt::format("report: a field of another type than stepsim writes ({})", reason);
+      return "report: " + reason;
     }
   }
   return "";

@@ -79,6 +79,13 @@ CaseResult run_case(const std::string& file)
   c.metric   = v.text("metric", std::nullopt, {"tflops_per_gpu", "seconds_per_iteration", "samples_per_s", "tokens_per_s"});
   c.unit     = v.text("unit");
   c.measured = v.number("measured", std::nullopt, 0, true);
+  // What no published run measured, by metric: a GPU at 100 PFLOP/s (a B200 peaks at 2.25 in
+  // bf16), an iteration of a week, or a rate above check's bound of 1e13 per second. Beyond it
+  // the figure is a misprint, and its error would be read as the model's.
+  const double most = c.metric == "tflops_per_gpu" ? 1e5 : c.metric == "seconds_per_iteration" ? 7 * 24 * 3600.0 : 1e13;
+  if (c.measured > most)
+    problems.add(v.path_of("measured"),
+                 fmt::format("{:g} {}: expected at most {:g} for {}", c.measured, c.unit.empty() ? "" : c.unit, most, c.metric));
   std::string formula = c.metric == "tflops_per_gpu" ? v.text("flop_formula") : "";
   JsonReader source   = v.object("source", true);
   c.citation          = source.text("citation");

@@ -13,6 +13,7 @@
 #include "tools/stepsim/command.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -226,9 +227,17 @@ int run_merge(const MergeOptions& o)
         throw InputError({fmt::format("{}: point {} belongs to a sweep of {} points, the others to one of {}", file,
                                       point, of, total)});
       total = of;
-      if (axes.empty() && r.contains("parameters"))
-        for (const auto& [path, value] : r["parameters"].items())
-          axes.push_back(path);
+      // Every line of one sweep has the same parameters: a line with others was edited or comes
+      // from another sweep whose digest was copied.
+      std::vector<std::string> keys;
+      for (const auto& [path, value] : r["parameters"].items())
+        keys.push_back(path);
+      if (axes.empty())
+        axes = keys;
+      else if (keys != axes)
+        throw InputError({fmt::format("{}: point {}'s parameters are [{}], the other points' [{}]; expected one sweep's "
+                                      "lines",
+                                      file, point, fmt::join(keys, ", "), fmt::join(axes, ", "))});
       if (!results.emplace(point, std::move(r)).second)
         throw InputError({fmt::format("{}: point {} appears twice among the merged files", file, point)});
     }

@@ -191,6 +191,30 @@ void check_node_types(const PlatformSpec& spec)
     if (type->check)
       for (const auto& p : type->check(g))
         problems.add("", path + "." + p);
+    // A node whose GPUs talk over NVLink or Infinity Fabric needs GPUs that have it: a Jetson or
+    // a GeForce card on an NVL72 node was timed at the type's NVLink rate, ten times its own
+    // memory's. (An unknown device is the device check's to report; a node of one GPU has no
+    // links between GPUs, whatever its type.)
+    const bool gpu_links = type->link_class == LinkClass::NvLink || type->link_class == LinkClass::NvLinkDirect ||
+                           type->link_class == LinkClass::Xgmi;
+    const auto names = device_names();
+    if (gpu_links && g.gpus_per_node > 1 && std::find(names.begin(), names.end(), catalogue_device_name(g.gpu)) != names.end() &&
+        load_device(g.gpu, fmt::format("platform.node_groups[{}].gpu", i)).nvlink_bandwidth_Bps <= 0)
+      problems.add(path + ".type",
+                   fmt::format("a \"{}\" node joins its GPUs by {}, which the {} does not have (its device file "
+                               "gives no nvlink_bandwidth); describe the node as \"pcie\", \"pcie_switch\" or, "
+                               "for GeForce cards, \"pcie_no_p2p\"",
+                               g.intra_node.type, type->link_class == LinkClass::Xgmi ? "Infinity Fabric (xGMI)" : "NVLink",
+                               catalogue_device_name(g.gpu)));
+    // PCIe 7.0 x16, the fastest there is, carries 128 GB/s each way (PCI-SIG, PCIe 7.0
+    // specification, 2025); a PCIe node at an NVSwitch's 450 GB/s was a preset's figure kept
+    // under another type.
+    constexpr double kFastestPcie_Bps = 128e9;
+    if (type->link_class == LinkClass::Pcie && g.intra_node.bandwidth_Bps > kFastestPcie_Bps)
+      problems.add(path + ".bandwidth",
+                   fmt::format("{:g} GB/s per direction over PCIe, above PCIe 7.0 x16's 128; give the GPU's PCIe "
+                               "link (PCIe 4.0 x16: \"32GBps\", 5.0: \"64GBps\")",
+                               g.intra_node.bandwidth_Bps / 1e9));
   }
   problems.throw_if_any();
 }

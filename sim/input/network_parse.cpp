@@ -232,6 +232,21 @@ void read_network(JsonReader net, NetworkSpec& n, const std::vector<NodeGroupSpe
         net.problems().add(net.path_of(f.key), fmt::format("a field of {} fabrics, which the \"{}\" topology does not "
                                                            "read; remove it (--set {}=null) or set platform.network.topology to {}",
                                                            f.readers, n.topology, net.path_of(f.key), f.readers));
+    // A two-level fat tree has no pods: their radix and the core's thinning are read at levels 3.
+    if (n.topology == "fat_tree" && n.levels != 3)
+      for (const char* key : {"pod_radix", "core_oversubscription"})
+        if (net.has(key))
+          net.problems().add(net.path_of(key), fmt::format("read only by a three-level fat tree, and levels is {}; "
+                                                           "set platform.network.levels to 3 or remove it",
+                                                           n.levels));
+    // SHARP reduces in InfiniBand switches (Quantum's aggregation trees): a fat tree's or a rail
+    // fabric's; a torus's, a dragonfly's and Wi-Fi's routers have none to reduce in. (A custom
+    // fabric's switches may be such switches.)
+    const nlohmann::json* sharp = net.raw("sharp");
+    if (sharp != nullptr && sharp->is_boolean() && sharp->get<bool>() && (n.topology == "torus" || n.topology == "dragonfly" || n.topology == "wifi"))
+      net.problems().add(net.path_of("sharp"), fmt::format("in-network reduction needs InfiniBand SHARP switches, "
+                                                           "which a \"{}\" fabric does not have; remove it",
+                                                           n.topology));
     for (const char* key : {"torus", "dragonfly", "wifi"})
       if (net.has(key) && n.topology != key)
         net.problems().add(net.path_of(key), fmt::format("the {} fabric's section, but the topology is \"{}\"; remove "

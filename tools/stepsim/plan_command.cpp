@@ -122,7 +122,6 @@ std::function<int()> setup(CLI::App& sub)
       ->check(CLI::IsMember({"throughput", "cost", "energy"}));
   sub.add_option("--price-per-gpu-hour", o->plan.price_per_gpu_hour,
                  "price of one GPU-hour, for cost per token (default: platform.node_groups[].price_per_gpu_hour)")
-      ->check(CLI::Range(0.0, limits::kMaxPricePerGpuHour))
       // A price of 0 would rank by a cost that is 0 for every plan (and hide the cost column).
       ->check(CLI::Validator(
           [](std::string& v) {
@@ -132,8 +131,11 @@ std::function<int()> setup(CLI::App& sub)
             } catch (const std::exception&) {
               return std::string("expected a price");
             }
-            return price > 0 ? std::string()
-                             : std::string("expected a price above 0 (leave the option out to rank without a cost)");
+            if (!(price > 0))
+              return std::string("expected a price above 0 (leave the option out to rank without a cost)");
+            if (!(price <= limits::kMaxPricePerGpuHour))
+              return fmt::format("expected a price of at most {:g} per GPU-hour", limits::kMaxPricePerGpuHour);
+            return std::string();
           },
           "PRICE > 0"));
   sub.add_option("--schedules", o->schedules,

@@ -23,15 +23,7 @@ const bool registered = NodeTypeRegistry::add(
     "nvlink_pairs_no_p2p",
     "GeForce GPUs bridged two by two by NVLink (RTX 3090 with bridges): the bridge inside a pair, host-staged PCIe "
     "between pairs (no PCIe peer-to-peer)",
-    NodeType{.gpus_per_node       = 0,
-             .check               = [](const NodeGroupSpec& g) { return check_bridged_pairs(g, "nvlink_pairs_no_p2p"); },
-             .build               = [](NodeBuild& b) { build_bridged_pairs(b, false); },
-             .builds_every_gpu    = false,
-             .rated_bandwidth_Bps = std::nullopt, // the device file's bridged nvlink_bandwidth
-             .link_class          = LinkClass::NvLinkDirect,
-             .in_switch_reduction = false,
-             .rated_by_device     = true,
-             .full_mesh           = false});
+    bridged_pairs_type("nvlink_pairs_no_p2p", false));
 
 } // namespace
 } // namespace stepsim

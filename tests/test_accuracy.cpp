@@ -118,6 +118,14 @@ TEST_CASE("accuracy: a case without a measurement is an input error naming the p
   CHECK(result.exit_code == 2);
   CHECK(result.output.find("validation.measured: 1e+300 s: expected at most 604800 for seconds_per_iteration") !=
         std::string::npos);
+  // Two cases of one id: the ranking and --leave-out go by it.
+  s["validation"]["measured"] = 1.0;
+  s["validation"]["case"]     = "same";
+  std::ofstream(folder / "case.json") << s.dump();
+  std::ofstream(folder / "case2.json") << s.dump();
+  result = stepsim::testing::run_stepsim("accuracy --quiet " + folder.string());
+  CHECK(result.exit_code == 2);
+  CHECK(result.output.find("case2.json: validation.case: \"same\" again, as in") != std::string::npos);
 }
 
 TEST_CASE("accuracy: --leave-out reports a source's cases as held out, and refuses a source no case names",

@@ -273,6 +273,11 @@ TEST_CASE("calibrate network: a malformed log is refused with its line number", 
   CHECK(r.output.find("all_reduce_perf_truncated.log:10:") != std::string::npos);
   const auto missing = testing::run_stepsim("calibrate network /nonexistent/all_reduce_perf.log --preset dgx-a100");
   CHECK(missing.exit_code == 2);
+  // One log twice would weigh double in the fit.
+  const auto twice = testing::run_stepsim("calibrate network " + kLogs + "ndv4_a100_4gpu_all_reduce.log " + kLogs +
+                                          "../nccl_logs/ndv4_a100_4gpu_all_reduce.log --preset dgx-a100");
+  CHECK(twice.exit_code == 2);
+  CHECK(twice.output.find("given twice (as argument 1 and 2)") != std::string::npos);
   const auto no_machine = testing::run_stepsim("calibrate network " + kLogs + "ndv4_a100_4gpu_all_reduce.log");
   CHECK(no_machine.exit_code == 2);
   CHECK(no_machine.output.find("--preset") != std::string::npos);

@@ -113,7 +113,8 @@ TEST_CASE("a bad baseline is an input error naming each path", "[check]")
        {{{"scenario", "missing.json"}, {"expected_tokens_per_s", "fast"}},
         {{"scenaro", "bad-small.json"}, {"expected_tokens_per_s", 1}},
         {{"scenario", "bad-small.json"}, {"set", {{"parallelism.tensor", "eight"}}}, {"expected_tokens_per_s", 1}},
-        {{"scenario", "bad-small.json"}}}}};
+        {{"scenario", "bad-small.json"}},
+        {{"scenario", "bad-small.json"}, {"expected_tokens_per_s", 2}}}}};
   std::string file = testing::write_temp_file("bad-baseline.json", baseline.dump(2));
   auto r           = testing::run_stepsim("check " + file);
   INFO(r.output);
@@ -123,7 +124,8 @@ TEST_CASE("a bad baseline is an input error naming each path", "[check]")
                               "scenarios[0].expected_tokens_per_s: expected a number, got the string \"fast\"",
                               "scenarios[1].scenaro: unknown key (did you mean \"scenario\"?)",
                               "scenarios[2]: scenario bad-small.json: parallelism.tensor: expected a positive integer",
-                              "scenarios[3].expected_tokens_per_s: required field is missing"}) {
+                              "scenarios[3].expected_tokens_per_s: required field is missing",
+                              "scenarios[4]: scenario bad-small.json with the same settings as scenarios[3]"}) {
     INFO(message);
     CHECK(r.output.find(message) != std::string::npos);
   }

@@ -574,8 +574,12 @@ int accuracy(const AccuracyOptions& o)
     throw InputError({fmt::format("{}: no .json validation cases in it", o.dir)});
 
   std::vector<CaseResult> cases;
+  std::map<std::string, std::string> file_of_id; // each case id once: the ranking and --leave-out go by it
   for (const auto& f : files) {
     cases.push_back(run_case(f));
+    if (const auto [at, fresh] = file_of_id.emplace(cases.back().id, f); !fresh)
+      throw InputError({fmt::format("{}: validation.case: \"{}\" again, as in {}; expected one case per id", f,
+                                    cases.back().id, at->second)});
     if (!o.quiet)
       fmt::print(stderr, "{}: {:+.1f}%\n", cases.back().id, cases.back().error_pct);
   }

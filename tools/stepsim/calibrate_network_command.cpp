@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 
 namespace stepsim {
@@ -40,6 +41,18 @@ std::string band(const Mape& m, bool large)
 
 int run_network(const NetworkOptions& o)
 {
+  // One log twice would count its rows twice in the fit.
+  auto same_file = [](const std::string& a, const std::string& b) {
+    std::error_code ea, eb;
+    const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+    return ea || eb ? a == b : ca == cb;
+  };
+  for (size_t i = 0; i < o.logs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (same_file(o.logs[i], o.logs[j]))
+        throw InputError({fmt::format("{}: given twice (as argument {} and {}); each log once, or its rows weigh "
+                                      "double in the fit",
+                                      o.logs[i], j + 1, i + 1)});
   const NetworkFit fit = fit_network(NetworkFitRequest{o.logs, o.preset, o.platform, o.sets});
   fmt::print("calibrate network: {} log{} on {} ({} model runs)\n", fit.logs.size(), fit.logs.size() == 1 ? "" : "s",
              fit.machine, fit.model_runs);

@@ -71,6 +71,7 @@ Baseline read_baseline(const CheckOptions& o)
   JsonReader top(document, "", problems);
   b.description = top.text("description", "");
   b.tolerance   = tolerance_at(top, "tolerance", kDefaultTolerance);
+  std::vector<std::string> entry_paths; // each entry's "scenarios[i]", as b.entries
   for (JsonReader& r : top.array_of_objects("scenarios", true)) {
     Entry e;
     e.scenario = r.text("scenario");
@@ -123,6 +124,14 @@ Baseline read_baseline(const CheckOptions& o)
       for (const auto& p : error.problems())
         problems.add(r.path(), fmt::format("scenario {}: {}", e.scenario, p));
     }
+    // The same scenario with the same settings twice: two expectations for one prediction, one of
+    // which must fail (or both be the same number, recorded twice).
+    for (size_t j = 0; j < b.entries.size(); ++j)
+      if (b.entries[j].path == e.path && b.entries[j].set == e.set)
+        problems.add(r.path(), fmt::format("scenario {} with the same settings as {}; expected each scenario and "
+                                           "settings once",
+                                           e.scenario, entry_paths[j]));
+    entry_paths.push_back(r.path());
     b.entries.push_back(std::move(e));
   }
   top.reject_unknown_keys();

@@ -215,7 +215,8 @@ void read_network(JsonReader net, NetworkSpec& n, const std::vector<NodeGroupSpe
   // of leaf_radix nodes, each rail leaf's uplink thinned); levels, pod_radix and
   // core_oversubscription only a fat tree's third level (fat_tree.cpp).
   // (A topology of no fabric is refused by its name alone, later, with the names there are.)
-  static const std::set<std::string> fabrics_with_fields{"fat_tree", "rail_optimized", "torus", "dragonfly", "custom", "wifi"};
+  static const std::set<std::string> fabrics_with_fields{"fat_tree",  "rail_optimized", "torus",
+                                                         "dragonfly", "custom",         "wifi"};
   if (fabrics_with_fields.count(n.topology) != 0) {
     const bool rail_too = n.topology == "fat_tree" || n.topology == "rail_optimized";
     struct Field {
@@ -229,9 +230,10 @@ void read_network(JsonReader net, NetworkSpec& n, const std::vector<NodeGroupSpe
                            Field{"pod_radix", n.topology == "fat_tree", "fat_tree"},
                            Field{"core_oversubscription", n.topology == "fat_tree", "fat_tree"}})
       if (net.has(f.key) && !f.read)
-        net.problems().add(net.path_of(f.key), fmt::format("a field of {} fabrics, which the \"{}\" topology does not "
-                                                           "read; remove it (--set {}=null) or set platform.network.topology to {}",
-                                                           f.readers, n.topology, net.path_of(f.key), f.readers));
+        net.problems().add(net.path_of(f.key),
+                           fmt::format("a field of {} fabrics, which the \"{}\" topology does not read; remove it "
+                                       "(--set {}=null) or set platform.network.topology to {}",
+                                       f.readers, n.topology, net.path_of(f.key), f.readers));
     // A two-level fat tree has no pods: their radix and the core's thinning are read at levels 3.
     if (n.topology == "fat_tree" && n.levels != 3)
       for (const char* key : {"pod_radix", "core_oversubscription"})
@@ -243,7 +245,8 @@ void read_network(JsonReader net, NetworkSpec& n, const std::vector<NodeGroupSpe
     // fabric's; a torus's, a dragonfly's and Wi-Fi's routers have none to reduce in. (A custom
     // fabric's switches may be such switches.)
     const nlohmann::json* sharp = net.raw("sharp");
-    if (sharp != nullptr && sharp->is_boolean() && sharp->get<bool>() && (n.topology == "torus" || n.topology == "dragonfly" || n.topology == "wifi"))
+    const bool switchless = n.topology == "torus" || n.topology == "dragonfly" || n.topology == "wifi";
+    if (sharp != nullptr && sharp->is_boolean() && sharp->get<bool>() && switchless)
       net.problems().add(net.path_of("sharp"), fmt::format("in-network reduction needs InfiniBand SHARP switches, "
                                                            "which a \"{}\" fabric does not have; remove it",
                                                            n.topology));

@@ -171,6 +171,13 @@ TEST_CASE("a bad sweep file is refused with the JSON path of each problem", "[sw
   CHECK(again.exit_code == 2);
   CHECK(again.output.find("zip.platform.node_groups[0].count: varies platform.node_groups[0].count again, which "
                           "grid.platform.node_groups.0.count already varies") != std::string::npos);
+  // An axis on a field inside another axis's object.
+  nlohmann::json nested = {{"base", std::filesystem::path(base).filename().string()},
+                           {"grid", {{"training.micro_batch_size", {1, 2}}, {"training", {{{"micro_batch_size", 1}}}}}}};
+  auto overlap = run_stepsim("sweep " + write_temp_file("nested-sweep.json", nested.dump()));
+  INFO(overlap.output);
+  CHECK(overlap.exit_code == 2);
+  CHECK(overlap.output.find("overlaps") != std::string::npos);
   // merge of files with no result lines: nothing to merge is an error, not an empty output.
   auto empty = run_stepsim("merge " + write_temp_file("empty-shard.jsonl", "") + " -o " +
                            std::filesystem::path(base).parent_path().string() + "/empty-merged");

@@ -202,15 +202,30 @@ Sweep sweep_from_json(const nlohmann::json& document, const std::string& dir, co
   // One field on two axes (grid and zip, or two zip groups, in either path spelling): the later
   // axis would overwrite the earlier in every point, so half the points would be duplicates
   // labelled with values they did not run.
+  // So does an axis on a field inside another axis's object ("training" and
+  // "training.micro_batch_size"): the inner one wins, and the rows name both.
   {
     std::map<std::string, std::string> seen; // field as the parser names it → the axis that varies it
     for (const auto& d : sweep.dimensions)
       for (const auto& a : d) {
-        const auto [at, fresh] = seen.emplace(as_reported(a.path), a.where);
-        if (!fresh)
+        const std::string field = as_reported(a.path);
+        const auto [at, fresh]  = seen.emplace(field, a.where);
+        if (!fresh) {
           problems.add(a.where, fmt::format("varies {} again, which {} already varies; each field may be on one "
                                             "axis only",
-                                            as_reported(a.path), at->second));
+                                            field, at->second));
+          continue;
+        }
+        for (const auto& [other, where] : seen) {
+          const auto inside = [](const std::string& inner, const std::string& outer) {
+            return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+                   (inner[outer.size()] == '.' || inner[outer.size()] == '[');
+          };
+          if (inside(field, other) || inside(other, field))
+            problems.add(a.where, fmt::format("varies {}, which overlaps {} that {} varies; each field may be on one "
+                                              "axis only",
+                                              field, other, where));
+        }
       }
   }
   r.raw("description");

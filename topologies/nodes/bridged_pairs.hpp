@@ -15,8 +15,8 @@ std::vector<std::string> check_bridged_pairs(const NodeGroupSpec& g, const char*
 // and between pairs either peer-to-peer PCIe (`peer_to_peer`) or host-staged transfers.
 void build_bridged_pairs(NodeBuild& b, bool peer_to_peer);
 
-// The node type `type` registers: any even GPU count, the bridge rated by the device file's
-// nvlink_bandwidth, direct NVLink's achieved fraction.
-NodeType bridged_pairs_type(const char* type, bool peer_to_peer);
+// Registers node type `type`: any even GPU count, the bridge rated by the device file's
+// nvlink_bandwidth, direct NVLink's achieved fraction. True once registered (for a static).
+bool add_bridged_pairs_type(const char* type, const char* description, bool peer_to_peer);
 
 } // namespace stepsim

@@ -77,26 +77,28 @@ void build_bridged_pairs(NodeBuild& b, bool peer_to_peer)
   b.route_to_cpu([&](int g) { return Path{up(g)}; });
 }
 
-NodeType bridged_pairs_type(const char* type, bool peer_to_peer)
+bool add_bridged_pairs_type(const char* type, const char* description, bool peer_to_peer)
 {
-  return NodeType{.gpus_per_node       = 0,
-                  .check               = [type](const NodeGroupSpec& g) { return check_bridged_pairs(g, type); },
-                  .build               = [peer_to_peer](NodeBuild& b) { build_bridged_pairs(b, peer_to_peer); },
-                  .builds_every_gpu    = false,
-                  .rated_bandwidth_Bps = std::nullopt, // the device file's bridged nvlink_bandwidth
-                  .link_class          = LinkClass::NvLinkDirect,
-                  .in_switch_reduction = false,
-                  .rated_by_device     = true,
-                  .full_mesh           = false};
+  return NodeTypeRegistry::add(
+      type, description,
+      NodeType{.gpus_per_node       = 0,
+               .check               = [type](const NodeGroupSpec& g) { return check_bridged_pairs(g, type); },
+               .build               = [peer_to_peer](NodeBuild& b) { build_bridged_pairs(b, peer_to_peer); },
+               .builds_every_gpu    = false,
+               .rated_bandwidth_Bps = std::nullopt, // the device file's bridged nvlink_bandwidth
+               .link_class          = LinkClass::NvLinkDirect,
+               .in_switch_reduction = false,
+               .rated_by_device     = true,
+               .full_mesh           = false});
 }
 
 namespace {
 
-const bool registered = NodeTypeRegistry::add(
+const bool registered = add_bridged_pairs_type(
     "nvlink_pairs",
     "PCIe GPUs bridged two by two by NVLink (A100 PCIe, H100 NVL, RTX A6000 with bridges): the bridge inside "
     "a pair (bandwidth per direction), PCIe through the CPU's root complex between pairs",
-    bridged_pairs_type("nvlink_pairs", true));
+    true);
 
 } // namespace
 } // namespace stepsim

@@ -18,12 +18,10 @@
 
 namespace stepsim {
 namespace {
-
-const bool registered = NodeTypeRegistry::add(
+const bool registered = add_bridged_pairs_type(
     "nvlink_pairs_no_p2p",
     "GeForce GPUs bridged two by two by NVLink (RTX 3090 with bridges): the bridge inside a pair, host-staged PCIe "
     "between pairs (no PCIe peer-to-peer)",
-    bridged_pairs_type("nvlink_pairs_no_p2p", false));
-
+    false);
 } // namespace
 } // namespace stepsim

@@ -160,6 +160,10 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
   c.memory_efficiency    = r.number("memory_efficiency", c.memory_efficiency, 0, true);
   c.kernel_overhead_s    = r.time("kernel_overhead", c.kernel_overhead_s);
   c.host_launch_s        = r.time("host_launch_overhead", c.host_launch_s);
+  c.step_host_s          = r.time("step_host_overhead", c.step_host_s);
+  if (c.step_host_s >= 10.0)
+    r.problems().add(r.path_of("step_host_overhead"),
+                     fmt::format("expected a host time per step below 10 s, got {:g} s", c.step_host_s));
   if (r.has("gemm_efficiency_by_dtype")) {
     JsonReader by_dtype = r.object("gemm_efficiency_by_dtype");
     for (const char* p : {"fp32", "tf32", "fp16", "bf16", "fp8"})
@@ -204,6 +208,10 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
   r.raw("fitted_on_by_kernel"); // the runs an attention kernel's figure was fitted on (fit_runs.py --attention-kernel)
   r.raw("source_by_kernel");
   r.raw("held_out");  // runs of the same source kept out of the fit, to show its error (fit_framework.py)
+  // The runs step_host_overhead was fitted on and held out from, and how (fit_step_overhead.py).
+  r.raw("step_host_overhead_fitted_on");
+  r.raw("step_host_overhead_held_out");
+  r.raw("step_host_overhead_source");
   r.raw("framework");
   r.raw("comm_compute_interference_source");
   r.raw("notes");

@@ -32,6 +32,14 @@ struct DeviceCalibration {
   // (configs/calibration/DEVICE.FRAMEWORK.json) or simulation.host_launch_overhead; 0 (every
   // shipped device): the host always keeps ahead.
   double host_launch_s = 0;
+  // Host time each training step outside its micro-batches that every GPU waits for: the train
+  // loop's Python between one step's synchronising weight update and the next step's first kernel
+  // (the optimizer's host side, logging, the data iterator, the garbage collector), whose
+  // slowest rank holds back all others at the next collective. It cannot be read from a
+  // framework's source; a framework's calibration file fits it on that framework's published
+  // runs (tools/calibrate/fit_step_overhead.py), simulation.step_host_overhead replaces it.
+  // 0: none.
+  double step_host_s = 0;
   // gemm_efficiency at one precision where it differs from the common figure (a measured
   // calibration fits one per dtype: fp32 on CUDA cores is not tf32 or fp8 on tensor cores).
   std::map<std::string, double> gemm_efficiency_by_dtype;

@@ -17,7 +17,13 @@ Report step_report(const Scenario& s, const JobPlan& job, const Workload& worklo
                    int link_count)
 {
   Report r      = job.analytic;
-  r.step_time_s = step.step_time_s;
+  // The train loop's host time between steps (DeviceCalibration::step_host_s) is added to the
+  // replayed step: every GPU idles while it runs, and the slowest host holds back the others at
+  // the step's first collective. It is not a pipeline bubble, so the bubbles are measured on the
+  // replayed step.
+  for (size_t rank = 0; rank < job.placement.group_of_rank.size(); ++rank)
+    r.step_host_s = std::max(r.step_host_s, job.device_of_rank(static_cast<int>(rank)).calibration.step_host_s);
+  r.step_time_s = step.step_time_s + r.step_host_s;
   r.simulated_ranks = static_cast<long long>(workload.ranks.size());
   r.activities      = step.result.activities;
   if (!step.full_fidelity_reason.empty()) {
@@ -56,7 +62,7 @@ Report step_report(const Scenario& s, const JobPlan& job, const Workload& worklo
     st.comm_s          = m.comm_s;
     st.exposed_comm_s  = m.exposed_comm_s;
     st.host_wait_s     = m.host_wait_s;
-    st.bubble_s        = std::max(0.0, r.step_time_s - m.busy_s);
+    st.bubble_s        = std::max(0.0, step.step_time_s - m.busy_s);
     st.bubble_fraction = st.bubble_s / r.step_time_s;
   }
   for (const auto& st : r.stages) {

@@ -64,6 +64,8 @@ std::vector<Device> group_devices(const Scenario& s)
                                : load_device(name, s.training.framework, fmt::format("platform.node_groups[{}].gpu", g)));
     if (s.simulation.host_launch_overhead_s >= 0)
       devices.back().calibration.host_launch_s = s.simulation.host_launch_overhead_s;
+    if (s.simulation.step_host_overhead_s >= 0)
+      devices.back().calibration.step_host_s = s.simulation.step_host_overhead_s;
   }
   return devices;
 }

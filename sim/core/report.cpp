@@ -114,6 +114,8 @@ nlohmann::json to_json(const Report& r)
   j["activities"]      = r.activities;
   j["network_fidelity"] = r.network_fidelity;
   j["comm_compute_interference"] = tidy(r.comm_compute_interference);
+  if (r.step_host_s > 0) // only where the framework's calibration or the scenario gives one
+    j["step_host_overhead_s"] = tidy(r.step_host_s);
   if (!r.collective_algorithms.empty())
     j["collective_algorithms"] = r.collective_algorithms;
   // Present only when there is something to say, so that reports of plain runs keep their keys.
@@ -203,6 +205,7 @@ Report report_from_json(const nlohmann::json& j)
   r.activities      = whole<long long>(j.at("activities"));
   r.network_fidelity = j.value("network_fidelity", std::string("flow"));
   r.comm_compute_interference = j.value("comm_compute_interference", 0.0);
+  r.step_host_s               = j.value("step_host_overhead_s", 0.0);
   r.collective_algorithms = j.value("collective_algorithms", std::map<std::string, std::string>{});
   for (const auto& l : j.value("links", nlohmann::json::array()))
     r.links.push_back(LinkReport{l.at("name").get<std::string>(), l.at("bytes").get<double>(),
@@ -268,6 +271,10 @@ std::string to_table(const Report& r)
   if (host_wait >= 0.5e-4) // shown where it is not 0 at the table's precision (the JSON has it all)
     out += fmt::format("  {:<24}{:>14.4f} s  the GPU waited for the host to issue its kernels (worst stage)\n",
                        "waiting for the host", host_wait);
+  if (r.step_host_s > 0)
+    out += fmt::format("  {:<24}{:>14.4f} s  the framework's host time each step, which every GPU waits for "
+                       "(in the step time)\n",
+                       "host between steps", r.step_host_s);
   if (r.comm_compute_interference > 0)
     out += fmt::format("  {:<24}{:>14}  compute at {:.0f}% of its speed beside a collective\n", "interference",
                        fmt::format("f = {:.3g}", r.comm_compute_interference), 100 * (1 - r.comm_compute_interference));

@@ -120,6 +120,9 @@ struct Report {
   // The communication/compute interference factor f the replay applied (compute at 1 - f of its
   // speed beside a collective); the largest over the simulated ranks' devices, 0 when off.
   double comm_compute_interference = 0;
+  // The framework's host time between steps, in step_time_s (DeviceCalibration::step_host_s): the
+  // GPUs idle while it runs; 0 where none is fitted or given.
+  double step_host_s = 0;
   // Collective type -> the algorithm that ran it ("ring", "tree+ring" when "auto" picked by size;
   // "" when the step has none of that type). Every type is listed, so sweep CSVs keep their columns.
   std::map<std::string, std::string> collective_algorithms;

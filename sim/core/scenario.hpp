@@ -391,6 +391,9 @@ struct SimulationSpec {
   // launches, seconds, in place of the device calibration's host_launch_overhead; -1: the
   // calibration's. The replay lets no kernel end before the host has issued it.
   double host_launch_overhead_s = -1;
+  // simulation.step_host_overhead: the host time each step outside its micro-batches that the
+  // GPUs wait for (the device calibration's step_host_overhead), seconds; -1: the calibration's.
+  double step_host_overhead_s = -1;
   // A cluster's own network calibration (`stepsim calibrate network -o FILE`), laid over
   // configs/calibration/links.json for this scenario's runs only; the path as resolved against
   // the scenario file's folder, "" for none.

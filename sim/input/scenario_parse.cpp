@@ -233,6 +233,15 @@ void read_simulation(JsonReader r, SimulationSpec& s, const std::string& base_di
                        fmt::format("expected a host time per kernel launch below 10 ms, got {:g} s",
                                    s.host_launch_overhead_s));
   }
+  // The host's time each step between its micro-batches' work, in place of the framework's fitted
+  // figure (the gap a profile of one's own job shows between one step's last kernel and the
+  // next one's first); absent, the calibration's.
+  if (r.has("step_host_overhead")) {
+    s.step_host_overhead_s = r.time("step_host_overhead");
+    if (s.step_host_overhead_s >= 10.0)
+      r.problems().add(r.path_of("step_host_overhead"),
+                       fmt::format("expected a host time per step below 10 s, got {:g} s", s.step_host_overhead_s));
+  }
   // A file of `stepsim calibrate network`, relative to the scenario's folder; read and checked by
   // validate() (sim/validate.cpp), applied by simulate() (models/link_calibration.hpp).
   if (r.has("network_calibration")) {

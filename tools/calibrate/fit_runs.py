@@ -133,11 +133,15 @@ def main():
                 continue
             if a.precision and case["training"].get("precision", "bf16") != a.precision:
                 continue
-            # A run whose framework has a figure of its own on this device
-            # (calibration/DEVICE.FRAMEWORK.json, tools/calibrate/fit_framework.py) does not use this one.
+            # A run whose framework has a GEMM figure of its own on this device
+            # (calibration/DEVICE.FRAMEWORK.json, tools/calibrate/fit_framework.py) does not use this
+            # one; a framework file with other figures only (fit_step_overhead.py's) leaves it in use.
             framework = case["training"].get("framework", "")
-            if not a.precision and os.path.exists(os.path.join(a.configs, "calibration", f"{a.device}.{framework}.json")):
-                continue
+            own = os.path.join(a.configs, "calibration", f"{a.device}.{framework}.json")
+            if not a.precision and os.path.exists(own):
+                with open(own) as f:
+                    if "gemm_efficiency" in json.load(f):
+                        continue
             out = held if any(from_source(path, case, s) for s in a.leave_out) else fitted
             precisions.add(case["training"].get("precision", "bf16"))
             out.append(name)

@@ -114,6 +114,31 @@ std::vector<FrameworkFigure> framework_figures()
   return out;
 }
 
+std::vector<StepOverheadFigure> step_overhead_figures()
+{
+  std::vector<StepOverheadFigure> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(fs::path(config_dir()) / "calibration", ec)) {
+    if (entry.path().extension() != ".json")
+      continue;
+    const nlohmann::json c = read_json_file(entry.path().string());
+    if (!c.contains("step_host_overhead_fitted_on") || !c["step_host_overhead_fitted_on"].is_array())
+      continue;
+    StepOverheadFigure f;
+    f.file = entry.path().filename().string();
+    for (const auto& id : c["step_host_overhead_fitted_on"])
+      if (id.is_string())
+        f.fitted_on.push_back(id.get<std::string>());
+    // The figure as the device reader takes it (a time with its unit).
+    Problems problems;
+    f.seconds = JsonReader(c, entry.path().string(), problems).time("step_host_overhead", 0.0);
+    problems.throw_if_any();
+    out.push_back(std::move(f));
+  }
+  std::sort(out.begin(), out.end(), [](const StepOverheadFigure& a, const StepOverheadFigure& b) { return a.file < b.file; });
+  return out;
+}
+
 CalibrationOverride::CalibrationOverride() : shipped_(config_dir())
 {
   if (const char* env = std::getenv("STEPSIM_CONFIG_DIR"); env != nullptr) {
@@ -178,6 +203,15 @@ void CalibrationOverride::set_framework(const std::string& name, double gemm_eff
   nlohmann::json c     = read_json_file((fs::path(shipped_) / "calibration" / name).string());
   c["gemm_efficiency"] = gemm_efficiency;
   std::ofstream out(fs::path(dir_) / "calibration" / name);
+  out << c.dump(2) << "\n";
+}
+
+void CalibrationOverride::set_step_overhead(const std::string& name, double seconds)
+{
+  const fs::path file = fs::path(dir_) / "calibration" / name;
+  nlohmann::json c    = read_json_file(file.string());
+  c["step_host_overhead"] = fmt::format("{:.6f}ms", seconds * 1e3);
+  std::ofstream out(file);
   out << c.dump(2) << "\n";
 }
 

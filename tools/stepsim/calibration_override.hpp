@@ -51,6 +51,15 @@ struct FrameworkFigure {
 };
 std::vector<FrameworkFigure> framework_figures();
 
+// A framework's host time between steps fitted on published runs (calibration/DEVICE.FRAMEWORK.json's
+// step_host_overhead with its "step_host_overhead_fitted_on" list, tools/calibrate/fit_step_overhead.py).
+struct StepOverheadFigure {
+  std::string file;
+  std::vector<std::string> fitted_on;
+  double seconds = 0;
+};
+std::vector<StepOverheadFigure> step_overhead_figures();
+
 class CalibrationOverride {
 public:
   CalibrationOverride();
@@ -69,6 +78,9 @@ public:
   // From now on, the framework figure `name` (calibration/DEVICE.FRAMEWORK.json) has this
   // gemm_efficiency (its other figures as shipped).
   void set_framework(const std::string& name, double gemm_efficiency);
+  // From now on, the framework file `name` has this step_host_overhead (its other figures as
+  // they were).
+  void set_step_overhead(const std::string& name, double seconds);
   // From now on, the calibration file `name` (in calibration/) is as if never fitted.
   void remove(const std::string& name);
 

@@ -353,6 +353,25 @@ double mape_of(const std::vector<CaseResult>& cases)
   return cases.empty() ? 0 : sum / static_cast<double>(cases.size());
 }
 
+// The files of the kept cases that a figure was fitted on (its runs, by case id).
+std::vector<std::string> kept_files(const std::vector<CaseResult>& kept, const std::vector<std::string>& runs)
+{
+  std::vector<std::string> files;
+  for (const auto& c : kept)
+    if (std::find(runs.begin(), runs.end(), c.id) != runs.end())
+      files.push_back(c.file);
+  return files;
+}
+
+// The MAPE over these cases, each simulated with the calibration as it now stands.
+double mape_of_files(const std::vector<std::string>& files)
+{
+  std::vector<CaseResult> fit;
+  for (const auto& file : files)
+    fit.push_back(run_case(file));
+  return mape_of(fit);
+}
+
 LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::string>& sources, bool quiet)
 {
   LeaveOut l{sources, 0, 0, 0, 0, {}, {}, {}};
@@ -394,10 +413,7 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
       continue;
     if (!override_calibration)
       override_calibration.emplace();
-    std::vector<std::string> files;
-    for (const auto& c : kept)
-      if (std::find(f.fitted_on.begin(), f.fitted_on.end(), c.id) != f.fitted_on.end())
-        files.push_back(c.file);
+    const std::vector<std::string> files = kept_files(kept, f.fitted_on);
     if (files.empty() || f.device.empty()) {
       override_calibration->remove(f.file);
       l.dropped.push_back(f.file);
@@ -405,10 +421,7 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
     }
     auto mape_at = [&](double efficiency) {
       override_calibration->set_framework(f.file, efficiency);
-      std::vector<CaseResult> fit;
-      for (const auto& file : files)
-        fit.push_back(run_case(file));
-      return mape_of(fit);
+      return mape_of_files(files);
     };
     // The search fit_framework.py runs for a GEMM figure alone.
     Refit refit{{f.device}, f.file, "", f.gemm_efficiency, 0, static_cast<int>(files.size()), "", 0, 0};
@@ -429,10 +442,7 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
   for (auto& [runs, refit] : figures) {
     if (std::none_of(runs.begin(), runs.end(), [&](const std::string& id) { return held.count(id) > 0; }))
       continue; // fitted on none of the held-out runs
-    std::vector<std::string> files;
-    for (const auto& c : kept)
-      if (std::find(runs.begin(), runs.end(), c.id) != runs.end())
-        files.push_back(c.file);
+    const std::vector<std::string> files = kept_files(kept, runs);
     if (files.empty())
       throw InputError({fmt::format("--leave-out: every run the {} figure is fitted on is held out; nothing is left "
                                     "to fit it on",
@@ -445,10 +455,7 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
     };
     auto mape_at = [&](double efficiency) {
       set(efficiency);
-      std::vector<CaseResult> fit;
-      for (const auto& f : files)
-        fit.push_back(run_case(f));
-      return mape_of(fit);
+      return mape_of_files(files);
     };
     refit.refitted  = golden_section_minimum(mape_at, 0.4, upper[runs], 0.002);
     refit.fitted_on = static_cast<int>(files.size());
@@ -467,10 +474,7 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
     for (const auto& f : fitted_dtype_figures(name)) {
       if (std::none_of(f.fitted_on.begin(), f.fitted_on.end(), [&](const std::string& id) { return held.count(id) > 0; }))
         continue;
-      std::vector<std::string> files;
-      for (const auto& c : kept)
-        if (std::find(f.fitted_on.begin(), f.fitted_on.end(), c.id) != f.fitted_on.end())
-          files.push_back(c.file);
+      const std::vector<std::string> files = kept_files(kept, f.fitted_on);
       if (files.empty())
         throw InputError({fmt::format("--leave-out: every run the {} {} figure is fitted on is held out; nothing is "
                                       "left to fit it on",
@@ -479,10 +483,7 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
         override_calibration.emplace();
       auto mape_at = [&](double efficiency) {
         override_calibration->set_dtype(f.device, f.precision, efficiency);
-        std::vector<CaseResult> fit;
-        for (const auto& file : files)
-          fit.push_back(run_case(file));
-        return mape_of(fit);
+        return mape_of_files(files);
       };
       Refit refit{{f.device}, "", f.precision, f.gemm_efficiency, 0, static_cast<int>(files.size()), "", 0, 0};
       if (f.kernel.empty())
@@ -534,10 +535,7 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
       continue;
     if (!override_calibration)
       override_calibration.emplace();
-    std::vector<std::string> files;
-    for (const auto& c : kept)
-      if (std::find(f.fitted_on.begin(), f.fitted_on.end(), c.id) != f.fitted_on.end())
-        files.push_back(c.file);
+    const std::vector<std::string> files = kept_files(kept, f.fitted_on);
     if (files.empty()) {
       override_calibration->set_step_overhead(f.file, 0);
       l.dropped.push_back(f.file + "'s step_host_overhead");
@@ -546,10 +544,7 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
     } else {
       auto mape_at = [&](double seconds) {
         override_calibration->set_step_overhead(f.file, seconds);
-        std::vector<CaseResult> fit;
-        for (const auto& file : files)
-          fit.push_back(run_case(file));
-        return mape_of(fit);
+        return mape_of_files(files);
       };
       // The search fit_step_overhead.py runs, over the same range.
       Refit refit{{}, f.file, "", f.seconds, 0, static_cast<int>(files.size()), "", 0, 0, "step_host_overhead"};

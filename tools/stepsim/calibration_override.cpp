@@ -82,18 +82,29 @@ std::vector<FittedDtypeFigure> fitted_dtype_figures(const std::string& device)
   return out;
 }
 
+namespace {
+// Calls f(path, contents) on each calibration file (config_dir()/calibration/*.json), by name.
+void for_each_calibration_file(const std::function<void(const fs::path&, const nlohmann::json&)>& f)
+{
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(fs::path(config_dir()) / "calibration", ec))
+    if (entry.path().extension() == ".json")
+      files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& path : files)
+    f(path, read_json_file(path.string()));
+}
+} // namespace
+
 std::vector<FrameworkFigure> framework_figures()
 {
   std::vector<FrameworkFigure> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(fs::path(config_dir()) / "calibration", ec)) {
-    if (entry.path().extension() != ".json")
-      continue;
-    const nlohmann::json c = read_json_file(entry.path().string());
+  for_each_calibration_file([&](const fs::path& path, const nlohmann::json& c) {
     if (!c.contains("framework") || !c.contains("fitted_on") || !c["fitted_on"].is_array())
-      continue;
+      return;
     FrameworkFigure f;
-    f.file = entry.path().filename().string();
+    f.file = path.filename().string();
     for (const auto& id : c["fitted_on"])
       if (id.is_string())
         f.fitted_on.push_back(id.get<std::string>());
@@ -102,6 +113,7 @@ std::vector<FrameworkFigure> framework_figures()
       f.device          = c["device"].get<std::string>();
       f.gemm_efficiency = c["gemm_efficiency"].get<double>();
       const fs::path device_file = fs::path(config_dir()) / "devices" / (f.device + ".json");
+      std::error_code ec;
       if (fs::exists(device_file, ec)) {
         const nlohmann::json d = read_json_file(device_file.string());
         if (d.contains("calibration") && d["calibration"].contains("gemm_efficiency"))
@@ -109,33 +121,27 @@ std::vector<FrameworkFigure> framework_figures()
       }
     }
     out.push_back(std::move(f));
-  }
-  std::sort(out.begin(), out.end(), [](const FrameworkFigure& a, const FrameworkFigure& b) { return a.file < b.file; });
+  });
   return out;
 }
 
 std::vector<StepOverheadFigure> step_overhead_figures()
 {
   std::vector<StepOverheadFigure> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(fs::path(config_dir()) / "calibration", ec)) {
-    if (entry.path().extension() != ".json")
-      continue;
-    const nlohmann::json c = read_json_file(entry.path().string());
+  for_each_calibration_file([&](const fs::path& path, const nlohmann::json& c) {
     if (!c.contains("step_host_overhead_fitted_on") || !c["step_host_overhead_fitted_on"].is_array())
-      continue;
+      return;
     StepOverheadFigure f;
-    f.file = entry.path().filename().string();
+    f.file = path.filename().string();
     for (const auto& id : c["step_host_overhead_fitted_on"])
       if (id.is_string())
         f.fitted_on.push_back(id.get<std::string>());
     // The figure as the device reader takes it (a time with its unit).
     Problems problems;
-    f.seconds = JsonReader(c, entry.path().string(), problems).time("step_host_overhead", 0.0);
+    f.seconds = JsonReader(c, path.string(), problems).time("step_host_overhead", 0.0);
     problems.throw_if_any();
     out.push_back(std::move(f));
-  }
-  std::sort(out.begin(), out.end(), [](const StepOverheadFigure& a, const StepOverheadFigure& b) { return a.file < b.file; });
+  });
   return out;
 }
 

@@ -173,11 +173,14 @@ void time_collectives(const PlatformSpec& platform, const std::vector<int>& memb
             const bool closed_form = !analytic_network && !uniform && closed_form_fits && members.size() > kFlowMembers;
             options.analytic_network = analytic_network || closed_form;
             result["closed_form"]    = closed_form;
+            // The replay runs the algorithm just picked for this group and size, as `chosen`
+            // would pick it again: `auto` prices every candidate on the whole group, which on
+            // thousands of members costs more than the replay.
             ReplayResult r;
             try {
-              r = replay(uniform && !options.analytic_network ? lone : every, built.gpus, chosen, options);
+              r = replay(uniform && !options.analytic_network ? lone : every, built.gpus, runs, options);
             } catch (const SymmetryBroken&) {
-              r = replay(every, built.gpus, chosen, options);
+              r = replay(every, built.gpus, runs, options);
             }
             result["seconds"]   = r.end_s;
             result["algorithm"] = r.collective_algorithms[collective_name(op)];

@@ -17,6 +17,38 @@ namespace stepsim {
 
 namespace fs = std::filesystem;
 
+namespace {
+// The case ids of a calibration file's list of runs a figure was fitted on ("fitted_on" and the
+// like); entries that are not names are skipped.
+std::vector<std::string> run_ids(const nlohmann::json& list)
+{
+  std::vector<std::string> ids;
+  for (const auto& id : list)
+    if (id.is_string())
+      ids.push_back(id.get<std::string>());
+  return ids;
+}
+
+// The calibration the device file ships (a kernel benchmark's figures), which bounds a fit of
+// them on runs, as fit_runs.py's search; empty where the file gives none.
+nlohmann::json device_calibration(const std::string& device)
+{
+  const fs::path file = fs::path(config_dir()) / "devices" / (device + ".json");
+  std::error_code ec;
+  if (!fs::exists(file, ec))
+    return nlohmann::json::object();
+  const nlohmann::json d = read_json_file(file.string());
+  return d.contains("calibration") ? d["calibration"] : nlohmann::json::object();
+}
+
+// The device file's own GEMM figure (the best shape of a benchmark); 1 where it gives none.
+double device_gemm_bound(const std::string& device)
+{
+  const nlohmann::json shipped = device_calibration(device);
+  return shipped.contains("gemm_efficiency") ? shipped["gemm_efficiency"].get<double>() : 1.0;
+}
+} // namespace
+
 FittedFigure fitted_figure(const std::string& device)
 {
   FittedFigure f;
@@ -28,13 +60,9 @@ FittedFigure fitted_figure(const std::string& device)
   const nlohmann::json c = read_json_file(calibration.string());
   if (!c.contains("fitted_on") || !c["fitted_on"].is_array() || !c.contains("gemm_efficiency"))
     return f;
-  for (const auto& id : c["fitted_on"])
-    if (id.is_string())
-      f.fitted_on.push_back(id.get<std::string>());
+  f.fitted_on       = run_ids(c["fitted_on"]);
   f.gemm_efficiency = c["gemm_efficiency"].get<double>();
-  const nlohmann::json d = read_json_file((fs::path(config_dir()) / "devices" / (device + ".json")).string());
-  if (d.contains("calibration") && d["calibration"].contains("gemm_efficiency"))
-    f.upper_bound = d["calibration"]["gemm_efficiency"].get<double>();
+  f.upper_bound     = device_gemm_bound(device);
   return f;
 }
 
@@ -49,18 +77,13 @@ std::vector<FittedDtypeFigure> fitted_dtype_figures(const std::string& device)
   if (!c.contains("fitted_on_by_dtype") || !c["fitted_on_by_dtype"].is_object() ||
       !c.contains("gemm_efficiency_by_dtype") || !c["gemm_efficiency_by_dtype"].is_object())
     return out;
-  double upper           = 1; // the device file's own figure bounds the search, as fit_runs.py's
-  const nlohmann::json d = read_json_file((fs::path(config_dir()) / "devices" / (device + ".json")).string());
-  if (d.contains("calibration") && d["calibration"].contains("gemm_efficiency"))
-    upper = d["calibration"]["gemm_efficiency"].get<double>();
+  const nlohmann::json shipped = device_calibration(device);
+  const double upper            = device_gemm_bound(device);
   for (const auto& [precision, runs] : c["fitted_on_by_dtype"].items()) {
     const auto& by_dtype = c["gemm_efficiency_by_dtype"];
     if (!runs.is_array() || !by_dtype.contains(precision) || !by_dtype[precision].is_number())
       continue;
-    FittedDtypeFigure f{device, precision, by_dtype[precision].get<double>(), upper, {}, "", 0, 1};
-    for (const auto& id : runs)
-      if (id.is_string())
-        f.fitted_on.push_back(id.get<std::string>());
+    FittedDtypeFigure f{device, precision, by_dtype[precision].get<double>(), upper, run_ids(runs), "", 0, 1};
     // The attention kernel fitted beside it: the same runs (fit_runs.py --precision P --attention-kernel K).
     if (c.contains("fitted_on_by_kernel") && c["fitted_on_by_kernel"].is_object() &&
         c.contains("attention_efficiency_by_kernel") && c["attention_efficiency_by_kernel"].is_object())
@@ -71,7 +94,6 @@ std::vector<FittedDtypeFigure> fitted_dtype_figures(const std::string& device)
         f.kernel        = kernel;
         f.kernel_figure = figures[kernel].get<double>();
         // The device file's figure for the kernel, else its common one, bounds the search.
-        const auto& shipped = d.contains("calibration") ? d["calibration"] : nlohmann::json::object();
         if (shipped.contains("attention_efficiency_by_kernel") && shipped["attention_efficiency_by_kernel"].contains(kernel))
           f.kernel_upper_bound = shipped["attention_efficiency_by_kernel"][kernel].get<double>();
         else if (shipped.contains("attention_efficiency"))
@@ -104,21 +126,13 @@ std::vector<FrameworkFigure> framework_figures()
     if (!c.contains("framework") || !c.contains("fitted_on") || !c["fitted_on"].is_array())
       return;
     FrameworkFigure f;
-    f.file = path.filename().string();
-    for (const auto& id : c["fitted_on"])
-      if (id.is_string())
-        f.fitted_on.push_back(id.get<std::string>());
+    f.file      = path.filename().string();
+    f.fitted_on = run_ids(c["fitted_on"]);
     if (c.contains("device") && c["device"].is_string() && c.contains("gemm_efficiency") &&
         c["gemm_efficiency"].is_number()) {
       f.device          = c["device"].get<std::string>();
       f.gemm_efficiency = c["gemm_efficiency"].get<double>();
-      const fs::path device_file = fs::path(config_dir()) / "devices" / (f.device + ".json");
-      std::error_code ec;
-      if (fs::exists(device_file, ec)) {
-        const nlohmann::json d = read_json_file(device_file.string());
-        if (d.contains("calibration") && d["calibration"].contains("gemm_efficiency"))
-          f.upper_bound = d["calibration"]["gemm_efficiency"].get<double>();
-      }
+      f.upper_bound     = device_gemm_bound(f.device);
     }
     out.push_back(std::move(f));
   });
@@ -132,10 +146,8 @@ std::vector<StepOverheadFigure> step_overhead_figures()
     if (!c.contains("step_host_overhead_fitted_on") || !c["step_host_overhead_fitted_on"].is_array())
       return;
     StepOverheadFigure f;
-    f.file = path.filename().string();
-    for (const auto& id : c["step_host_overhead_fitted_on"])
-      if (id.is_string())
-        f.fitted_on.push_back(id.get<std::string>());
+    f.file      = path.filename().string();
+    f.fitted_on = run_ids(c["step_host_overhead_fitted_on"]);
     // The figure as the device reader takes it (a time with its unit).
     Problems problems;
     f.seconds = JsonReader(c, path.string(), problems).time("step_host_overhead", 0.0);

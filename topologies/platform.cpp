@@ -43,9 +43,10 @@ std::unique_ptr<sg4::Engine> start_engine()
   return engine;
 }
 
-sg4::NetZone* detached_full_zone(const std::string& name, const sg4::NetZone* like)
+namespace {
+
+sg4::NetZone* with_models_of(sg4::NetZone* zone, const sg4::NetZone* like)
 {
-  auto* zone       = sg4::create_full_zone(name);
   auto* impl       = zone->get_impl();
   const auto* from = like->get_impl();
   impl->set_network_model(from->get_network_model());
@@ -54,6 +55,25 @@ sg4::NetZone* detached_full_zone(const std::string& name, const sg4::NetZone* li
   impl->set_disk_model(from->get_disk_model());
   impl->set_host_model(from->get_host_model());
   return zone;
+}
+
+} // namespace
+
+sg4::NetZone* detached_full_zone(const std::string& name, const sg4::NetZone* like)
+{
+  return with_models_of(sg4::create_full_zone(name), like);
+}
+
+sg4::NetZone* detached_star_zone(const std::string& name, const sg4::NetZone* like)
+{
+  return with_models_of(sg4::create_star_zone(name), like);
+}
+
+void seal_zone_and_hosts(sg4::NetZone* zone, const std::vector<sg4::Host*>& hosts)
+{
+  for (auto* host : hosts)
+    host->seal();
+  zone->seal();
 }
 
 namespace {

@@ -528,7 +528,9 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
       check_paths = !paths_by_node;
     }
   }
-  std::vector<long long> pairs; // the walked lanes' sends, sender * n + receiver, to check
+  // The walked lanes' receivers of each member, to check: a member sends to the same few peers
+  // (a tree node's parent, children and chain) step after step, so each is kept once.
+  std::vector<std::vector<int>> peers;
   auto count_flows = [&](int counted) {
     for (auto& s : share)
       s = {0, 0, 0, 0};
@@ -541,13 +543,18 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
             ++share[slot(m, k)][static_cast<size_t>(across(m, to))];
             if (per_peer)
               ++to_peer[peer_key(m, k, to)];
-            if (check_paths)
-              pairs.push_back(static_cast<long long>(m) * n + to);
+            if (check_paths) {
+              auto& of = peers[static_cast<size_t>(m)];
+              if (std::find(of.begin(), of.end(), to) == of.end())
+                of.push_back(to);
+            }
           }
           for (int q = 0; q < s.recvs; ++q)
             ++share[slot(m, k)][2 + static_cast<size_t>(across(m, s.recv_from[static_cast<size_t>(q)]))];
         }
   };
+  if (check_paths)
+    peers.resize(static_cast<size_t>(n));
   count_flows(walked);
   // Member m's place in its node moved r places on (a rotated lane's member for m's).
   auto rotated = [&g](int m, int r) {
@@ -555,17 +562,16 @@ double uncontended_seconds(const CollectiveAlgorithm& a0, CollectiveOp op, const
     return members[static_cast<size_t>((g.local_rank[static_cast<size_t>(m)] + r) % g.per_node)];
   };
   if (check_paths) {
-    std::sort(pairs.begin(), pairs.end());
-    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
     bool alike = true;
-    for (size_t i = 0; i < pairs.size() && alike; ++i) {
-      const int x = static_cast<int>(pairs[i] / n), y = static_cast<int>(pairs[i] % n);
-      const PathCost p = path(x, y);
-      for (int r = 1; r < g.per_node && alike; ++r) {
-        const PathCost q = path(rotated(x, r), rotated(y, r));
-        alike            = q.latency_s == p.latency_s && q.bandwidth_Bps == p.bandwidth_Bps;
+    for (int x = 0; x < n && alike; ++x)
+      for (size_t i = 0; i < peers[static_cast<size_t>(x)].size() && alike; ++i) {
+        const int y      = peers[static_cast<size_t>(x)][i];
+        const PathCost p = path(x, y);
+        for (int r = 1; r < g.per_node && alike; ++r) {
+          const PathCost q = path(rotated(x, r), rotated(y, r));
+          alike            = q.latency_s == p.latency_s && q.bandwidth_Bps == p.bandwidth_Bps;
+        }
       }
-    }
     if (!alike) {
       walked      = lanes;
       check_paths = false;

@@ -29,7 +29,8 @@
 //
 // The (node, NIC) zones are filled detached and hung in their rails once all are built
 // (detached_full_zone, topologies/platform.hpp): filled where they hang, SimGrid's name checks
-// cost links × zones.
+// cost links × zones. The rails themselves hang under the spine only once every (node, NIC) zone
+// is sealed in them (seal_zone_and_hosts): sealed in the tree, each would walk every host of it.
 #include "topologies/platform.hpp"
 #include "topologies/fabrics/switch_port.hpp"
 
@@ -50,7 +51,7 @@ struct RailLeaf {
   sg4::NetZone* zone = nullptr;
   NetPoint* port     = nullptr;
   double nic_Bps     = 0; // all NICs under it
-  const sg4::Link* uplink = nullptr; // the up half of its uplink to the spine, once built
+  sg4::SplitDuplexLink* uplink = nullptr; // its uplink to the spine, once built
 };
 
 // The zone of one NIC of a node: its GPUs, their NVLink port and the NIC.
@@ -59,6 +60,7 @@ struct NicZone {
   NetPoint* nvlink   = nullptr; // where the node's other NICs' GPUs are reached from (bypass routes)
   RailLeaf* leaf     = nullptr; // the rail it hangs in
   NetPoint* nic      = nullptr; // its gateway to the rail
+  std::vector<sg4::Host*> gpus;  // sealed with it
 };
 
 // What is left to do for a node once every zone is filled: hang its NIC zones in their rails,
@@ -71,8 +73,12 @@ struct NodeZones {
 void build_rail(FabricBuild& build)
 {
   const auto& net = build.spec.network;
-  auto* spine     = sg4::create_star_zone("spine");
+  // The root of the zone tree, made first (SimGrid's first zone is its root): the spine hangs in
+  // it only once the rails are sealed, so that sealing them walks no host (seal_zone_and_hosts).
+  auto* root      = sg4::create_full_zone("rail-fabric");
+  auto* spine     = detached_star_zone("spine", root);
   std::map<std::pair<int, int>, RailLeaf> leaves; // (unit, rail)
+  std::vector<RailLeaf*> leaves_built;             // in the order they were built
   std::vector<NodeZones> nodes;
 
   for (const auto& port : build.nodes) {
@@ -94,8 +100,8 @@ void build_rail(FabricBuild& build)
       if (!needed)
         continue;
       if (leaf.zone == nullptr) {
-        leaf.zone = sg4::create_star_zone(fmt::format("su{}-rail{}", unit, k));
-        leaf.zone->set_parent(spine);
+        leaf.zone = detached_star_zone(fmt::format("su{}-rail{}", unit, k), spine);
+        leaves_built.push_back(&leaf);
         leaf.port = add_switch_port(leaf.zone, fmt::format("su{}-rail{}", unit, k));
       }
       auto* zone   = detached_full_zone(fmt::format("node{}-rail{}", n, k), leaf.zone);
@@ -105,6 +111,7 @@ void build_rail(FabricBuild& build)
       auto* nic_link = zone->create_split_duplex_link(fmt::format("node{}-nic{}-link", n, k), g.nic.bandwidth_Bps);
       nic_link->set_latency(g.nic.latency_s / 2)->seal();
       std::vector<std::pair<sg4::Host*, sg4::Link*>> gpus; // with their NVLink
+      NicZone nic_zone{zone, nvport, &leaf, nic, {}};
       for (int local = k * gpus_per_nic; local < (k + 1) * gpus_per_nic; ++local) {
         if (!build.used(n, local))
           continue;
@@ -129,8 +136,9 @@ void build_rail(FabricBuild& build)
                             true);
         }
         gpus.emplace_back(gpu, nvlink);
+        nic_zone.gpus.push_back(gpu);
       }
-      nic_zones.push_back(NicZone{zone, nvport, &leaf, nic});
+      nic_zones.push_back(std::move(nic_zone));
     }
     nodes.push_back(NodeZones{nic_zones, nullptr});
     if (nic_zones.size() < 2 || !nvlinks)
@@ -141,13 +149,32 @@ void build_rail(FabricBuild& build)
     nvswitch->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)->set_latency(0)->seal();
     nodes.back().nvswitch = nvswitch;
   }
-  // Every zone filled: each hung in its rail, in the order it was built.
-  for (const auto& node : nodes) {
+  // The spine's uplinks first: once the rails hang in it, each new link's name is checked
+  // against every zone of the tree.
+  for (auto& [key, leaf] : leaves) {
+    if (leaf.zone == nullptr)
+      continue;
+    auto* up = spine->create_split_duplex_link(fmt::format("su{}-rail{}-uplink", key.first, key.second),
+                                               leaf.nic_Bps / net.oversubscription);
+    up->set_latency(0)->seal();
+    leaf.uplink = up;
+  }
+  // Every zone filled: each hung in its rail, in the order it was built, and sealed there while
+  // the rails are still away from the tree; then the rails hang in the spine and are sealed
+  // there, and the spine hangs in the root.
+  for (const auto& node : nodes)
     for (const auto& z : node.nic_zones) {
       z.zone->set_parent(z.leaf->zone);
-      z.zone->seal();
+      seal_zone_and_hosts(z.zone, z.gpus);
       z.leaf->zone->add_route(z.zone->get_netpoint(), nullptr, z.nic, nullptr, {}, true);
     }
+  for (auto* leaf : leaves_built)
+    leaf->zone->set_parent(spine);
+  for (auto& [key, leaf] : leaves)
+    if (leaf.zone != nullptr)
+      spine->add_route(leaf.zone->get_netpoint(), nullptr, leaf.port, nullptr,
+                       {sg4::LinkInRoute(leaf.uplink, Direction::UP)}, true);
+  for (const auto& node : nodes) {
     if (node.nvswitch == nullptr)
       continue;
     for (const auto& a : node.nic_zones)
@@ -156,15 +183,9 @@ void build_rail(FabricBuild& build)
           spine->add_bypass_route(a.zone->get_netpoint(), b.zone->get_netpoint(), a.nvlink, b.nvlink,
                                   {sg4::LinkInRoute(node.nvswitch)});
   }
-  for (auto& [key, leaf] : leaves) {
-    if (leaf.zone == nullptr)
-      continue;
-    auto* up = spine->create_split_duplex_link(fmt::format("su{}-rail{}-uplink", key.first, key.second),
-                                               leaf.nic_Bps / net.oversubscription);
-    up->set_latency(0)->seal();
-    spine->add_route(leaf.zone->get_netpoint(), nullptr, leaf.port, nullptr, {sg4::LinkInRoute(up, Direction::UP)}, true);
-    leaf.uplink = up->get_link_up();
-  }
+  for (auto* leaf : leaves_built)
+    leaf->zone->seal();
+  spine->set_parent(root);
   // Where oversubscribed, a rail's uplink is thinner than its NICs: each GPU's is its NIC's rail's
   // (FabricBuild::uplinks).
   if (net.oversubscription > 1)
@@ -173,7 +194,7 @@ void build_rail(FabricBuild& build)
       const int gpus_per_nic = g.gpus_per_node / g.nic.count;
       for (int local = 0; local < g.gpus_per_node; ++local)
         if (const auto& leaf = leaves[{port.node / net.leaf_radix, local / gpus_per_nic}]; leaf.uplink != nullptr)
-          build.uplinks.at(static_cast<size_t>(port.first_gpu + local)) = {leaf.uplink};
+          build.uplinks.at(static_cast<size_t>(port.first_gpu + local)) = {leaf.uplink->get_link_up()};
     }
 }
 

@@ -449,3 +449,32 @@ TEST_CASE("accuracy: the configurations of one model are ranked as their measure
   auto text = stepsim::testing::run_stepsim("accuracy " + dir.string());
   CHECK(text.output.find("ranking: 1 of 3 pairs") != std::string::npos);
 }
+
+TEST_CASE("accuracy: the B200's FP8 figure, fitted on Megatron-Bridge's two B200 runs, predicts each from the other",
+          "[accuracy]")
+{
+  // configs/calibration/B200.json: gemm_efficiency_by_dtype.fp8 fitted by tools/calibrate/fit_runs.py
+  // --precision fp8 on the DGX-B200 rows of Megatron-Bridge's 25.11 table; the DGX-H100 rows of
+  // the same table are fitted on nothing (the H100's FP8 figures come from NeMo 24.07's runs).
+  const std::string dir =
+      (std::filesystem::path(STEPSIM_SOURCE_DIR) / "configs" / "validation" / "megatron-bridge").string();
+  const nlohmann::json shipped = accuracy_report(dir);
+  for (const auto& c : shipped["cases"]) {
+    INFO(c["case"].get<std::string>());
+    CHECK(std::abs(c["error_pct"].get<double>()) <= 13.0);
+  }
+  for (const char* left : {"llama3_8b_8xb200", "llama31_405b_128xb200"}) {
+    INFO(left);
+    const nlohmann::json r = accuracy_report(dir + " --leave-out " + left);
+    const auto& l          = r["left_out"];
+    REQUIRE(l["refitted"].get<bool>());
+    REQUIRE(l["refits"].size() == 1);
+    CHECK(l["refits"][0]["devices"][0] == "B200");
+    CHECK(l["refits"][0]["precision"] == "fp8");
+    CHECK(l["refits"][0]["fitted_on_runs"].get<int>() == 1);
+    REQUIRE(l["predicted"].size() == 1);
+    // Each run predicted from the other's figure: 11.2 and 11.3 % when recorded; issue 16 asks
+    // 12 % of a left-out source.
+    CHECK(std::abs(l["predicted"][0]["error_pct"].get<double>()) <= 12.0);
+  }
+}

@@ -3,6 +3,8 @@
 // rail switch k of that unit, and the rail switches joined by a spine. Traffic between GPU k of
 // two nodes of a unit crosses rail switch k alone; anything else climbs to the spine.
 //
+//                  rail-fabric (the root zone, empty: no route crosses it)
+//                     │
 //                  spine (star zone: each rail leaf's uplink, the leaf's NIC bandwidth / oversubscription)
 //          ┌──────────┴──────────┐
 //   su0-rail0 (star)       su0-rail1 (star)          one zone per (unit, rail); its switch port

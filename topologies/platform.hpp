@@ -104,9 +104,9 @@ simgrid::s4u::NetZone* detached_star_zone(const std::string& name, const simgrid
 // Seals `zone`, filled and hung under a parent that does not yet hang in the zone tree, with its
 // hosts. SimGrid 3.32 seals a zone's hosts by walking every host of the tree for the zone's own
 // (NetZoneImpl::seal, get_all_hosts: Engine::get_filtered_hosts from the root), so sealing each
-// of the 16,384 zones of a rail fabric where they hang walks 16,384 hosts each: most of the
-// time of a 16,384-GPU platform. Away from the tree that walk finds none of the zone's hosts,
-// so they are sealed here, one by one, as NetZoneImpl::seal would.
+// of the 16,384 zones of a rail fabric where they hang walks 16,384 hosts each (perf: a third
+// of a one-size table on 16,384 GPUs, platform included). Away from the tree that walk finds
+// none of the zone's hosts, so they are sealed here, one by one, as NetZoneImpl::seal would.
 void seal_zone_and_hosts(simgrid::s4u::NetZone* zone, const std::vector<simgrid::s4u::Host*>& hosts);
 using FabricRegistry = Registry<FabricBuilder>;
 

@@ -84,6 +84,40 @@ TEST_CASE("nic.kind: infiniband by default, byte for byte; EFA slower per step a
     CHECK(efa[1].at("busbw_GBps").get<double>() < ib[1].at("busbw_GBps").get<double>());
 }
 
+TEST_CASE("nic.kind: a ring pays a NIC kind's transport once per crossing of its data path, not per step",
+          "[nic_kinds]")
+{
+  // An all-gather ring over 2 nodes of 8 GPUs has 15 steps, of which NCCL's tuner charges the
+  // network's latency on nNodes - 1 = 1 (tuning.cc nInterSteps); an all-reduce ring 2(nNodes - 1)
+  // = 2 of 30. Every step but those pays InfiniBand's figures.
+  const LinkEfficiency e = load_link_efficiency();
+  const double extra_us  = (e.nic_kind("tcpxo").step_s - e.nic_kind("infiniband").step_s) * 1e6;
+  REQUIRE(extra_us > 10);
+  auto time_us = [](const std::string& kind, const std::string& op) {
+    auto r = testing::run_stepsim("collective --platform " + platform_file(kind) + " --op " + op +
+                                  " --algorithm ring --protocol Simple --sizes 8KiB --json -");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.output).at("rows")[0].at("time_us").get<double>();
+  };
+  for (const auto& [op, crossings] : {std::pair<std::string, int>{"all_gather", 1}, {"all_reduce", 2}}) {
+    INFO(op);
+    const double paid = time_us("tcpxo", op) - time_us("infiniband", op);
+    CHECK(paid == Approx(crossings * extra_us).epsilon(0.02));
+  }
+  // The same collective, timed flow by flow and in closed form, pays it alike.
+  auto r_flow = testing::run_stepsim("collective --platform " + platform_file("efa") +
+                                     " --op all_gather --algorithm ring --sizes 8KiB,64MiB --json -");
+  auto r_form = testing::run_stepsim("collective --platform " + platform_file("efa") +
+                                     " --op all_gather --algorithm ring --sizes 8KiB,64MiB --network analytic --json -");
+  REQUIRE(r_flow.exit_code == 0);
+  REQUIRE(r_form.exit_code == 0);
+  const auto flow = nlohmann::json::parse(r_flow.output).at("rows");
+  const auto form = nlohmann::json::parse(r_form.output).at("rows");
+  for (size_t i = 0; i < flow.size(); ++i)
+    CHECK(flow[i].at("time_us").get<double>() == Approx(form[i].at("time_us").get<double>()).epsilon(1e-6));
+}
+
 TEST_CASE("nic.kind: an unknown kind exits 2 naming the path and the closest kind", "[nic_kinds]")
 {
   auto r = testing::run_stepsim("collective --platform " + platform_file("efx") + " --sizes 1MiB");

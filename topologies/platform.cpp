@@ -1,4 +1,5 @@
 #include "topologies/platform.hpp"
+#include "sim/core/link_bandwidth.hpp"
 #include "sim/core/scenario_check.hpp"
 
 #include "sim/core/task_graph.hpp"
@@ -18,6 +19,20 @@ namespace stepsim {
 
 namespace sg4 = simgrid::s4u;
 using Direction = sg4::LinkInRoute::Direction;
+
+void mark_transport_latency(sg4::Link* link, double share_s)
+{
+  if (!(share_s > 0))
+    return;
+  const std::string value = fmt::format("{:.17g}", share_s);
+  // A split-duplex link's routes take its up and down halves, each a link of its own.
+  if (auto* duplex = dynamic_cast<sg4::SplitDuplexLink*>(link)) {
+    duplex->get_link_up()->set_property(kNicTransportProperty, value);
+    duplex->get_link_down()->set_property(kNicTransportProperty, value);
+  } else {
+    link->set_property(kNicTransportProperty, value);
+  }
+}
 
 void configure_network_model()
 {
@@ -144,7 +159,10 @@ void build_node(sg4::NetZone* parent, const NodeGroupSpec& g, const NodeType& ty
       continue;
     const auto n = static_cast<size_t>(local / gpus_per_nic);
     if (nic_links[n] == nullptr) // half the NIC-to-NIC latency on each end: any two NICs are latency_s apart
+    {
       nic_links[n] = b.link(fmt::format("nic{}-link", n), g.nic.bandwidth_Bps, g.nic.latency_s / 2);
+      mark_transport_latency(nic_links[n], g.nic.transport_latency_s / 2);
+    }
     Path path = b.path_to_nic[static_cast<size_t>(local)];
     path.emplace_back(nic_links[n], Direction::UP);
     b.route(b.gpu(local), gateway, path);

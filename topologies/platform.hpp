@@ -46,6 +46,11 @@ inline constexpr const char* kCpuVendorProperty = "cpu_vendor";
 // which walks every zone of the platform (824 uplinks of a 16,384-GPU rail fabric took seconds).
 inline constexpr const char* kUplinksProperty = "uplinks";
 
+// Marks a NIC link's share of its NIC kind's transport latency (kNicTransportProperty,
+// NicSpec::transport_latency_s; not in the link's own latency) on the links its routes take;
+// nothing for 0.
+void mark_transport_latency(simgrid::s4u::Link* link, double share_s);
+
 struct BuiltPlatform {
   std::vector<simgrid::s4u::Host*> gpus; // GPU g of the job runs rank g; null where not built
   std::vector<int> group_of_gpu;         // index into PlatformSpec::node_groups

@@ -463,9 +463,11 @@ double uniform_steps_seconds(const CollectiveAlgorithm& a, CollectiveOp op, cons
       uplinks.add(m, s.send_to[0], 0);
     }
   share_nics(g, share);
+  // A ring pays a NIC's transport latency on its first step only (PathCost::transport_s).
+  const bool transport_once = a.nccl == NcclAlgorithm::Ring;
   double end = 0;
   for (int lane = 0; lane < lanes; ++lane) {
-    double slowest = 0;
+    double slowest = 0, slowest_after = 0;
     for (int m = 0; m < n; ++m) {
       const CollectiveStep& s = first[static_cast<size_t>(lane) * static_cast<size_t>(n) + static_cast<size_t>(m)];
       const int to            = s.send_to[0];
@@ -477,13 +479,14 @@ double uniform_steps_seconds(const CollectiveAlgorithm& a, CollectiveOp op, cons
       double wire      = p.bandwidth_Bps > 0 ? s.bytes * sharing / p.bandwidth_Bps : 0.0;
       if (!uplinks.empty())
         wire = std::max(wire, s.bytes * uplinks.seconds_per_byte(m, to, 0));
-      slowest = std::max(slowest, p.latency_s + wire);
+      slowest       = std::max(slowest, p.latency_s + wire);
+      slowest_after = std::max(slowest_after, (transport_once ? std::max(0.0, p.latency_s - p.transport_s) : p.latency_s) + wire);
     }
     // Added step by step, as the walk adds them, so that the sum rounds as it does.
     const int lane_K = a.lane_steps ? std::min(K, a.lane_steps(op, g, bytes, lane)) : K;
     double lane_end  = 0;
     for (int k = 0; k < lane_K; ++k)
-      lane_end += slowest;
+      lane_end += k == 0 ? slowest : slowest_after;
     end = std::max(end, lane_end);
   }
   return end;

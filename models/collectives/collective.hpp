@@ -42,6 +42,14 @@ struct CollectiveStep {
 // Latency and bottleneck bandwidth of the path between two members.
 struct PathCost {
   double latency_s = 0, bandwidth_Bps = 0;
+  // The part of latency_s that is a NIC kind's transport (NicSpec::transport_latency_s: EFA's,
+  // TCPX's, TCP's beyond InfiniBand's step). NCCL keeps NCCL_STEPS chunks of a connection in
+  // flight, so a ring's sender does not wait for it step after step: a ring pays it on its first
+  // step and once more per further crossing of its data path (protocol.cpp launch_seconds), as
+  // NCCL's tuner charges a ring's network latency on 2(nNodes-1) of an all-reduce's steps and
+  // nNodes-1 of an all-gather's (v2.20.3 src/graph/tuning.cc, nInterSteps). Every other algorithm
+  // pays the whole latency per step.
+  double transport_s = 0;
 };
 
 // The group as an algorithm sees it: its size, which members share a node, and what the engine

@@ -94,15 +94,30 @@ double base_latency(const CollectiveAlgorithm& bare, const ProtocolCost& c)
 
 static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes);
 
+// The NIC transport latency a ring pays beyond its first step, which its steps pay
+// (PathCost::transport_s): once per further crossing of nodes on its data path, as NCCL's tuner
+// charges a ring's network latency on nInterSteps of its steps, 2(nNodes-1) for an all-reduce and
+// nNodes-1 for the others (v2.20.3 src/graph/tuning.cc, ncclTopoTuneModel: "(nsteps-nInterSteps)
+// *intraLat + nInterSteps*interLat"). A ring's broadcast and reduce (a chain over chunks) and its
+// all-to-all (a peer a step) pay it per step, as the other algorithms do.
+static double ring_transport_seconds(const CollectiveAlgorithm& bare, CollectiveOp op, const GroupShape& g)
+{
+  if (bare.nccl != NcclAlgorithm::Ring || g.nodes() <= 1 || !(g.inter.transport_s > 0) ||
+      !(op == CollectiveOp::AllReduce || op == CollectiveOp::AllGather || op == CollectiveOp::ReduceScatter))
+    return 0;
+  const int crossings = op == CollectiveOp::AllReduce ? 2 * (g.nodes() - 1) : g.nodes() - 1;
+  return (crossings - 1) * g.inter.transport_s;
+}
+
 double launch_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)
 {
   if (a.protocol < 0 || a.bare == nullptr || g.n <= 1 || !(bytes > 0))
     return 0;
   // The pick and the engine ask for the same launches: each is timed once.
-  using Key = std::tuple<const CollectiveAlgorithm*, int, int, int, int, double, int, double, double, double>;
+  using Key = std::tuple<const CollectiveAlgorithm*, int, int, int, int, double, int, double, double, double, double>;
   static std::map<Key, double> cache;
   const Key key{&a, static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction ? nvls_reduction(g) : -1.0, g.channels,
-                g.intra.latency_s, g.inter.latency_s, bytes};
+                g.intra.latency_s, g.inter.latency_s, g.inter.transport_s, bytes};
   if (auto it = cache.find(key); it != cache.end())
     return it->second;
   return cache[key] = launch_uncached(a, op, g, bytes);
@@ -139,7 +154,7 @@ static double launch_uncached(const CollectiveAlgorithm& a, CollectiveOp op, con
     steps = uncontended_seconds(
         a, op, g, walked, [&](int x, int y) { return PathCost{same_node(g, x, y) ? inside : between, 0.0}; }, true);
   const double msccl = a.bare->name == kMscclAllPairs ? link_efficiency().msccl_base_s : 0.0;
-  return base_latency(*a.bare, c) + msccl + steps;
+  return base_latency(*a.bare, c) + msccl + steps + ring_transport_seconds(*a.bare, op, g);
 }
 
 double planned_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const GroupShape& g, double bytes)

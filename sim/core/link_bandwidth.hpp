@@ -46,4 +46,20 @@ inline double air_latency_owed(const std::vector<simgrid::s4u::Link*>& route)
   return crossings == 0 ? 0.0 : latency * (crossings - (paid ? 1 : 0));
 }
 
+// A NIC link's share of its NIC kind's transport latency (NicSpec::transport_latency_s, half on
+// each end as the link latency is), which SimGrid does not charge: a transfer across it owes it
+// once its bytes are in, except a ring's steps after its first (models/collectives/collective.hpp
+// PathCost::transport_s). Absent on InfiniBand and RoCE NICs.
+inline constexpr const char* kNicTransportProperty = "nic_transport_latency_s";
+
+// The transport latency of a route: its NIC links' shares (0 without any).
+inline double transport_latency_of(const std::vector<simgrid::s4u::Link*>& route)
+{
+  double transport = 0;
+  for (const auto* link : route)
+    if (const char* share = link->get_property(kNicTransportProperty))
+      transport += std::stod(share);
+  return transport;
+}
+
 } // namespace stepsim

@@ -250,6 +250,14 @@ struct NicSpec {
   // the platform takes its achieved bandwidths (topologies/nodes/node_type.cpp
   // with_achieved_bandwidth).
   std::string kind = "infiniband";
+  // What the NIC kind's step costs beyond InfiniBand's (its network plugin's proxy and protocol:
+  // EFA, TCPX/TCPXO, TCP; 0 for InfiniBand and RoCE), set where the platform takes its achieved
+  // figures (with_achieved_bandwidth), which leave it out of latency_s: each transfer across the
+  // NIC owes it once its bytes are in (sim/core/link_bandwidth.hpp kNicTransportProperty), except
+  // a ring's steps after its first, which pay it once per crossing of the ring's data path, as
+  // NCCL's tuner charges a ring's network latency (models/collectives/collective.hpp
+  // PathCost::transport_s).
+  double transport_latency_s = 0;
 };
 
 struct NodeGroupSpec {

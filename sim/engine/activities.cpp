@@ -65,18 +65,19 @@ size_t LiveActivities::launch(sg4::ActivityPtr activity, Role role, const Transf
   return slot;
 }
 
-size_t LiveActivities::transfer(int src_rank, int dst_rank, double bytes, Role role)
+size_t LiveActivities::transfer(int src_rank, int dst_rank, double bytes, Role role, bool owes_transport)
 {
   const Transfer moved{src_rank, dst_rank, bytes, 0};
-  auto [owed, fresh] = owed_.try_emplace(static_cast<long long>(src_rank) << 32 | static_cast<unsigned>(dst_rank), 0.0);
+  auto [owed, fresh] =
+      owed_.try_emplace(static_cast<long long>(src_rank) << 32 | static_cast<unsigned>(dst_rank), 0.0, 0.0);
   if (fresh) {
     std::vector<sg4::Link*> route;
     host(src_rank)->route_to(host(dst_rank), route, nullptr);
-    owed->second = air_latency_owed(route);
+    owed->second = {air_latency_owed(route), transport_latency_of(route)};
   }
   const size_t slot = launch(
       sg4::Comm::sendto_init(host(src_rank), host(dst_rank))->set_payload_size(static_cast<uint64_t>(bytes)), role, moved);
-  live_[slot].owed_latency_s = owed->second;
+  live_[slot].owed_latency_s = owed->second.first + (owes_transport ? owed->second.second : 0.0);
   return slot;
 }
 

@@ -102,8 +102,10 @@ public:
 
   // Starts one more activity of the replay (counted in started()).
   size_t launch(sg4::ActivityPtr activity, Role role, const Transfer& transfer = Transfer{});
-  // Starts a transfer between two ranks' GPUs, remembered for the link accounting.
-  size_t transfer(int src_rank, int dst_rank, double bytes, Role role);
+  // Starts a transfer between two ranks' GPUs, remembered for the link accounting. It ends once
+  // its bytes are in and then the latency its route owes beyond SimGrid's: the air's, and its
+  // NICs' transport unless `owes_transport` is false (a ring's step after its first).
+  size_t transfer(int src_rank, int dst_rank, double bytes, Role role, bool owes_transport = true);
   // Starts `activity` in a free slot, which its data points to.
   size_t occupy(sg4::ActivityPtr activity, Role role, const Transfer& transfer);
 
@@ -122,7 +124,7 @@ private:
   std::vector<sg4::ActivityPtr> finished_;
   std::function<void(const Live&)> delay_done_;
   long long started_ = 0;
-  std::unordered_map<long long, double> owed_; // per (source, destination) rank pair
+  std::unordered_map<long long, std::pair<double, double>> owed_; // per (source, destination) rank pair: air, transport
 };
 
 } // namespace stepsim::engine

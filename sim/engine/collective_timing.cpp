@@ -156,7 +156,10 @@ const CollectiveTiming::Path& CollectiveTiming::path(int src_rank, int dst_rank)
     std::vector<sg4::Link*> route;
     double latency = 0;
     hosts_[static_cast<size_t>(src_rank)]->route_to(hosts_[static_cast<size_t>(dst_rank)], route, &latency);
-    it->second.latency_s     = latency + air_latency_owed(route); // device to device over Wi-Fi
+    // Device to device over Wi-Fi the air's latency, across NICs of a kind other than InfiniBand
+    // their transport's: owed beyond what SimGrid charges.
+    it->second.transport_s   = transport_latency_of(route);
+    it->second.latency_s     = latency + air_latency_owed(route) + it->second.transport_s;
     it->second.bandwidth_Bps = std::numeric_limits<double>::infinity();
     for (const auto* link : route) {
       it->second.links.push_back(link);
@@ -261,7 +264,7 @@ PathCost CollectiveTiming::member_path(int group, int member_a, int member_b)
 {
   const auto& ranks = w_.groups[static_cast<size_t>(group)].ranks;
   const Path& p     = path(ranks[static_cast<size_t>(member_a)], ranks[static_cast<size_t>(member_b)]);
-  return PathCost{p.latency_s, p.bandwidth_Bps};
+  return PathCost{p.latency_s, p.bandwidth_Bps, p.transport_s};
 }
 
 bool CollectiveTiming::links_of(int group, CollectiveOp op, double bytes, std::vector<const sg4::Link*>& links)

@@ -68,6 +68,8 @@ public:
   double launch_latency(int group, CollectiveOp op, double bytes);
   // Latency of the path between two ranks' GPUs.
   double latency(int src_rank, int dst_rank) { return path(src_rank, dst_rank).latency_s; }
+  // The part of it that is a NIC kind's transport (PathCost::transport_s).
+  double transport_latency(int src_rank, int dst_rank) { return path(src_rank, dst_rank).transport_s; }
   // Closed form of one transfer between two ranks' GPUs: latency + bytes / bottleneck bandwidth.
   double transfer_seconds(int src_rank, int dst_rank, double bytes)
   {
@@ -124,7 +126,7 @@ private:
   const UplinkLoad* uplink_load(int group, CollectiveOp op, double bytes);
   std::map<std::tuple<int, CollectiveOp, double>, std::unique_ptr<UplinkLoad>> uplink_loads_;
   struct Path {
-    double latency_s = 0, bandwidth_Bps = 0;
+    double latency_s = 0, bandwidth_Bps = 0, transport_s = 0;
     std::vector<const simgrid::s4u::Link*> links;
   };
   const Path& path(int src_rank, int dst_rank);

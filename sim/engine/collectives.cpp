@@ -199,12 +199,15 @@ void Collectives::advance(int id, int m, int lane_index)
     }
     in_flight          = static_cast<int16_t>(s.sends);
     const bool shadows = shadowed(inst);
+    // A ring's steps after its first do not wait for a NIC's transport (PathCost::transport_s;
+    // its further crossings are in the launch latency).
+    const bool owes_transport = !(inst.algorithm->nccl == NcclAlgorithm::Ring && k > 0);
     for (int q = 0; q < s.sends; ++q) {
       const int to = s.send_to[static_cast<size_t>(q)];
       Hop hop{g.ranks[static_cast<size_t>(m)], g.ranks[static_cast<size_t>(to)]};
       if (inst.simulated == 1 && !shadows)
         hop = parts_.timing.step_bottleneck(inst.group, inst.op, inst.bytes, lane_index, k, hop, s.bytes);
-      parts_.activities.transfer(hop.src, hop.dst, s.bytes, CollectiveSend{id, m, lane_index, to, k});
+      parts_.activities.transfer(hop.src, hop.dst, s.bytes, CollectiveSend{id, m, lane_index, to, k}, owes_transport);
     }
     if (shadows)
       in_flight = static_cast<int16_t>(in_flight + shadow_step(id, m, lane_index, k));
@@ -246,6 +249,7 @@ int Collectives::shadow_step(int id, int m, int lane, int k)
   const Group& g       = w_.groups[static_cast<size_t>(inst.group)];
   const int me         = g.ranks[static_cast<size_t>(m)];
   int started = 0, waited = 0;
+  const bool owes_transport = !(inst.algorithm->nccl == NcclAlgorithm::Ring && k > 0); // as its own sends
   // Member m sends for its images in the copies; the first simulated member also for the members
   // that are not simulated, and for their images.
   int first = 0;
@@ -261,10 +265,11 @@ int Collectives::shadow_step(int id, int m, int lane, int k)
       for (int q = 0; q < step.sends; ++q) {
         const int dst = ranks[static_cast<size_t>(step.send_to[static_cast<size_t>(q)])];
         if (dst == me) { // the member's receive: its next step waits for it
-          parts_.activities.transfer(ranks[static_cast<size_t>(other)], dst, step.bytes, CollectiveShadow{id, m, lane, k});
+          parts_.activities.transfer(ranks[static_cast<size_t>(other)], dst, step.bytes, CollectiveShadow{id, m, lane, k},
+                                     owes_transport);
           ++waited;
         } else {
-          parts_.activities.transfer(ranks[static_cast<size_t>(other)], dst, step.bytes, LooseShadow{});
+          parts_.activities.transfer(ranks[static_cast<size_t>(other)], dst, step.bytes, LooseShadow{}, owes_transport);
         }
         ++started;
       }

@@ -25,8 +25,15 @@ bool Collectives::coalesce(int id)
     return false;
   const Group& g = w_.groups[static_cast<size_t>(inst.group)];
   inst.tail_s    = 0;
-  for (const auto& lane : *lanes)
-    inst.tail_s = std::max(inst.tail_s, (inst.steps - 1) * parts_.timing.latency(lane.slowest.src, lane.slowest.dst));
+  // A ring's steps after its first do not wait for a NIC's transport latency (PathCost::transport_s;
+  // its further crossings are in the launch latency).
+  const bool transport_once = inst.algorithm->nccl == NcclAlgorithm::Ring;
+  for (const auto& lane : *lanes) {
+    const Hop& h         = lane.slowest;
+    const double latency = parts_.timing.latency(h.src, h.dst) -
+                           (transport_once ? parts_.timing.transport_latency(h.src, h.dst) : 0.0);
+    inst.tail_s = std::max(inst.tail_s, (inst.steps - 1) * std::max(0.0, latency));
+  }
   inst.coalesced_left = static_cast<int>(lanes->size());
   const bool shadows  = shadowed(inst);
   const int src       = g.ranks[static_cast<size_t>(m)];

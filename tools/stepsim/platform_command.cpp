@@ -60,6 +60,14 @@ std::string kind_of(std::string name)
   return kind;
 }
 
+// A link's latency as a transfer pays it: a NIC link's with its kind's transport, which transfers
+// owe beyond SimGrid's (kNicTransportProperty).
+double link_latency(const sg4::Link* l)
+{
+  const char* transport = l->get_property(kNicTransportProperty);
+  return l->get_latency() + (transport != nullptr ? std::stod(transport) : 0.0);
+}
+
 nlohmann::json route_json(const std::string& label, int from, int to, const BuiltPlatform& p)
 {
   std::vector<sg4::Link*> links;
@@ -73,11 +81,11 @@ nlohmann::json route_json(const std::string& label, int from, int to, const Buil
                        {"links", nlohmann::json::array()}};
   double bottleneck = links.empty() ? 0 : link_bandwidth(links.front());
   for (const auto* l : links) {
-    route["links"].push_back({{"name", l->get_name()}, {"bandwidth_Bps", link_bandwidth(l)}, {"latency_s", l->get_latency()}});
+    route["links"].push_back({{"name", l->get_name()}, {"bandwidth_Bps", link_bandwidth(l)}, {"latency_s", link_latency(l)}});
     bottleneck = std::min(bottleneck, link_bandwidth(l));
   }
   route["bottleneck_Bps"] = bottleneck;
-  route["latency_s"]      = latency;
+  route["latency_s"]      = latency + transport_latency_of(links);
   return route;
 }
 
@@ -215,7 +223,7 @@ nlohmann::json describe(const Scenario& s)
     // The other direction of a split-duplex link is the same link; SimGrid's own links
     // ("__loopback__") are no part of the cluster.
     if (!n.ends_with("_DOWN") && !n.starts_with("__"))
-      ++kinds[{kind_of(n), link_bandwidth(l), l->get_latency()}];
+      ++kinds[{kind_of(n), link_bandwidth(l), link_latency(l)}];
   }
   for (const auto& [key, count] : kinds)
     out["link_kinds"].push_back(

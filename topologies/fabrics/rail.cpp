@@ -33,6 +33,7 @@
 // (detached_full_zone, topologies/platform.hpp): filled where they hang, SimGrid's name checks
 // cost links × zones. The rails themselves hang under the spine only once every (node, NIC) zone
 // is sealed in them (seal_zone_and_hosts): sealed in the tree, each would walk every host of it.
+#include "sim/core/link_bandwidth.hpp"
 #include "topologies/platform.hpp"
 #include "topologies/fabrics/switch_port.hpp"
 
@@ -111,6 +112,7 @@ void build_rail(FabricBuild& build)
       auto* nvport = nvlinks ? zone->create_router(fmt::format("node{}-rail{}-{}", n, k, g.intra_node.type)) : nullptr;
       // Half the NIC-to-NIC latency on each end, so any two NICs are nic.latency apart.
       auto* nic_link = zone->create_split_duplex_link(fmt::format("node{}-nic{}-link", n, k), g.nic.bandwidth_Bps);
+      mark_transport_latency(nic_link, g.nic.transport_latency_s / 2);
       nic_link->set_latency(g.nic.latency_s / 2)->seal();
       std::vector<std::pair<sg4::Host*, sg4::Link*>> gpus; // with their NVLink
       NicZone nic_zone{zone, nvport, &leaf, nic, {}};

@@ -270,7 +270,12 @@ PlatformSpec with_achieved_bandwidth(const PlatformSpec& platform, const LinkEff
     const NicKindCost nic = efficiency.nic_kind(g.nic.kind);
     g.nic.bandwidth_Bps *= nic.efficiency;
     // A link given zero latency is an idealisation (free communication): it gets no step cost either.
-    g.nic.latency_s += g.nic.latency_s > 0 ? nic.step_s : 0;
+    // What a kind's step costs beyond InfiniBand's is its transport's (NicSpec::transport_latency_s):
+    // not on the link, but owed by each transfer across it once its bytes are in, so that a ring
+    // can pay it once per crossing rather than per step.
+    const double transport    = g.nic.latency_s > 0 ? std::max(0.0, nic.step_s - efficiency.nic_step_s) : 0;
+    g.nic.transport_latency_s = transport;
+    g.nic.latency_s += g.nic.latency_s > 0 ? nic.step_s - transport : 0;
   }
   return achieved;
 }

@@ -214,7 +214,11 @@ nlohmann::json describe(const Scenario& s)
                                   {"nic_bandwidth_Bps", g.nic.bandwidth_Bps / std::max(1, g.nic.ports)},
                                   {"nic_latency_s", g.nic.latency_s},
                                   {"nic_efficiency", efficiency.nic_kind(g.nic.kind).efficiency},
-                                  {"nic_step_latency_s", efficiency.nic_kind(g.nic.kind).step_s}});
+                                  {"nic_step_latency_s", efficiency.nic_kind(g.nic.kind).step_s},
+                                  // The part of the step that is the kind's transport, which a ring
+                                  // pays once per crossing (NicSpec::transport_latency_s).
+                                  {"nic_transport_latency_s",
+                                   spec.node_groups[static_cast<size_t>(&g - s.platform.node_groups.data())].nic.transport_latency_s}});
 
   // Kinds in first-seen order of SimGrid's (name-sorted) link list would interleave; sort by kind.
   std::map<std::tuple<std::string, double, double>, int> kinds;
@@ -275,12 +279,16 @@ void print_text(const nlohmann::json& d)
              d["gpus"].get<int>());
   for (size_t i = 0; i < d["node_groups"].size(); ++i) {
     const auto& g = d["node_groups"][i];
+    const double transport_s = g["nic_transport_latency_s"].get<double>();
     fmt::print("  node group {}: {} nodes x {} {} ({}), {} NICs per node: {} at {:g} Gb/s each, {:g} us "
-               "(achieves {:g} of it, {:g} us a step)\n",
+               "(achieves {:g} of it, {:g} us a step{})\n",
                i, g["nodes"].get<int>(), g["gpus_per_node"].get<int>(), g["gpu"].get<std::string>(),
                g["intra_node"].get<std::string>(), g["nics_per_node"].get<int>(), g["nic_kind"].get<std::string>(),
                g["nic_bandwidth_Bps"].get<double>() * 8 / 1e9, g["nic_latency_s"].get<double>() * 1e6,
-               g["nic_efficiency"].get<double>(), g["nic_step_latency_s"].get<double>() * 1e6);
+               g["nic_efficiency"].get<double>(), g["nic_step_latency_s"].get<double>() * 1e6,
+               transport_s > 0 ? fmt::format(", {:g} us of it the transport's, which a ring pays once per crossing of nodes",
+                                             transport_s * 1e6)
+                               : "");
     const int ports = g["nic_ports"].get<int>(), groups = g["nic_groups_per_node"].get<int>();
     if (ports > 1)
       fmt::print("    built as {} group{} of {} NICs of the node's {} GPUs, each group one NIC of their summed "

@@ -398,6 +398,51 @@ TEST_CASE("calibrate network: across nodes the fit sets the tree's own step and,
   CHECK(two_nodes.nvls_reduction_Bps < 0.95 * load_link_efficiency().nvls_reduction_for("H100-SXM"));
 }
 
+TEST_CASE("calibrate network: across nodes whose NICs do not bind, the fit scales the link inside the nodes",
+          "[calibrate_network]")
+{
+  // Two HGX H100 nodes whose NICs carry 400 GB/s each, running NCCL's ring: each NIC carries one
+  // ring's crossing, each GPU's NVLink seven of the eight rings, so the NVLink binds (as on two
+  // GB200 NVL72 racks, 72 GPUs a domain on 50 GB/s NICs: 811 GB/s of bus bandwidth). The log is
+  // the model's own at an NVSwitch efficiency of 0.6 (links.json's 0.78): scaling the NICs alone
+  // moves nothing (it capped their efficiency at 1 and stayed 16 % off on CoreWeave's two racks).
+  const std::string machine =
+      "--preset dgx-h100 --set 'platform.node_groups.0.nic.bandwidth=\"3200Gbps\"' "
+      "--set 'platform.nccl_env.NCCL_ALGO=\"Ring\"'";
+  const std::string slow = testing::write_temp_file(
+      "slow-nvswitch.json", R"({"nvswitch": {"efficiency": 0.6, "step_latency": "0us", "source": "test"}})");
+  const auto timed = testing::run_stepsim("collective " + machine + " --nodes 2 --sizes 64MiB,256MiB,1GiB,4GiB " +
+                                          "--json - --network-calibration " + slow);
+  INFO(timed.output);
+  REQUIRE(timed.exit_code == 0);
+  std::string text = "# nThread 1 nGpus 1 minBytes 8 maxBytes 4294967296 step: 2(factor) warmup iters: 5 iters: 20\n"
+                     "#\n# Using devices\n";
+  for (int r = 0; r < 16; ++r)
+    text += fmt::format("#  Rank {:2d} Group  0 Pid {:6d} on node-{:06d} device {:2d} [0x{:02x}] NVIDIA H100 80GB "
+                        "HBM3\n",
+                        r, 1000 + r, r / 8, r % 8, r % 8);
+  text += "#\n#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+          "   busbw #wrong\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
+          "(us)  (GB/s)  (GB/s)\n";
+  const nlohmann::json rows = nlohmann::json::parse(timed.output).at("rows");
+  for (const auto& row : rows) {
+    const double bytes = row.at("bytes").get<double>(), us = row.at("time_us").get<double>();
+    const double algbw = bytes / us / 1e3;
+    text += fmt::format("{:12.0f} {:13.0f}     float     sum      -1 {:8.2f} {:7.2f} {:7.2f}      0 {:8.2f} {:7.2f} "
+                        "{:7.2f}      0\n",
+                        bytes, std::floor(bytes / 4), us, algbw, algbw * 1.875, us, algbw, algbw * 1.875);
+  }
+  const std::string log = testing::write_temp_file("all_reduce_perf.nvlink-bound.log", text);
+  const std::string out = testing::write_temp_file("nvlink-bound.json", "");
+  const auto r          = testing::run_stepsim("calibrate network " + log + " " + machine + " -o " + out);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(testing::read_text_file(out)).at("fit").at("mape_large_pct").get<double>() < 2);
+  CHECK(r.output.find("bound inside its nodes") != std::string::npos);
+  const LinkEfficiency fitted = load_network_calibration(out, load_link_efficiency(), "test");
+  CHECK(fitted.nvswitch == Approx(0.6).epsilon(0.03));
+}
+
 TEST_CASE("calibrate network: a fit never ends worse than the figures it started from", "[calibrate_network]")
 {
   // AWS p4de with the plugin's NCCL_PROTO=Simple (the preset's nccl_env): the shipped figures fit

@@ -97,8 +97,12 @@ def main():
             log = os.path.join(work, f"{BINARY[case['op']]}_perf.{case['name']}.log")
             with open(log, "w") as f:
                 f.write(text)
-            out = subprocess.run([a.stepsim, "calibrate", "network", log, "--preset", case["preset"], "-o",
-                                  os.path.join(work, case["name"] + ".json")], capture_output=True, text=True)
+            # The case's machine: its preset with the fields its "set" gives, as --compare builds it.
+            command = [a.stepsim, "calibrate", "network", log, "--preset", case["preset"], "-o",
+                       os.path.join(work, case["name"] + ".json")]
+            for field, value in case.get("set", {}).items():
+                command += ["--set", f"{field}={json.dumps(value)}"]
+            out = subprocess.run(command, capture_output=True, text=True)
             m = pattern.search(out.stdout)
             if out.returncode != 0 or m is None:
                 failed += 1

@@ -28,10 +28,18 @@ struct Case {
   bool analytic = false;
   double factor = 1;
   int gpus_per_thread = 1; // the log's nGpus: its iterations are at least that many launches
+  // The link inside its nodes (nvswitch, nvlink, xgmi, pcie; "" where the node type keeps its rated
+  // links): what a log on one host fits, and what may bound one across hosts instead of the NICs.
+  std::string node_link;
 };
 
 // The rows of 8 KiB-1 MiB each candidate times (of each log): nccl-tests' doubling sizes give 8.
 constexpr size_t kSmallRowsTimed = 8;
+// The rows of 64 MiB and more each efficiency round times (of each log): nccl-tests' doubling
+// sizes to 16 GiB give 9. Every row the fit's figure reports on, so that the figure fitted is
+// the one reported: with 3 of them, a log whose curve climbs more steeply than the model's
+// (CoreWeave's two GB200 racks, 512 MiB-16 GiB) ended worse over its 6 rows than it started.
+constexpr size_t kLargeRowsTimed = 9;
 // The search's bound on the tree's step between nodes (fit_link): four times the 9.5 us of
 // links.json's, fitted on the slowest cluster in hand (Azure NDv4 VMs).
 constexpr double kMostTreeStep = 40e-6;
@@ -150,8 +158,11 @@ double round_to(double v, double step) { return std::round(v / step) * step; }
 // Fits `link` to the cases: its efficiency on their rows >= 64 MiB (time goes as 1/efficiency
 // there, so a few fixed-point rounds do), then its step latency by golden-section search on the
 // rows of 8 KiB-1 MiB with, when `fit_base`, the base latency shift that is best for each
-// candidate in closed form (least squares of the relative time error).
-void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, LinkEfficiency& e)
+// candidate in closed form (least squares of the relative time error). `node_link`, when not
+// empty, is the link inside the cases' nodes, which no log on one host has fitted: across nodes
+// it may bound the large rows instead of `link` (below).
+void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, LinkEfficiency& e,
+              const std::string& node_link = "")
 {
   const LinkEfficiency start = e; // what the fit may not end worse than (the end of this function)
   // Where `auto` runs NVLS (NVLink SHARP) the switch's reduction rate bounds a large all-reduce,
@@ -166,7 +177,7 @@ void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, 
   auto large_rows = [&](const LinkEfficiency& candidate) {
     Large out;
     for (Case* c : cases) {
-      const auto rows = sample(c->fit->log, in_large, 3);
+      const auto rows = sample(c->fit->log, in_large, kLargeRowsTimed);
       std::vector<double> sizes;
       for (auto* r : rows)
         sizes.push_back(r->bytes);
@@ -187,11 +198,12 @@ void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, 
     candidate.nvls_reduction_Bps = candidate.nvls_reduction_for(gpu) * ratio;
     candidate.nvls_reduction_by_gpu_Bps.clear();
   };
-  auto scale_link = [&link](LinkEfficiency& candidate, double ratio) {
-    LinkFigures f = figures_of(candidate, link);
+  auto scale = [](LinkEfficiency& candidate, const std::string& name, double ratio) {
+    LinkFigures f = figures_of(candidate, name);
     f.efficiency  = std::clamp(f.efficiency * ratio, 0.01, 1.0);
-    set_figures(candidate, link, f);
+    set_figures(candidate, name, f);
   };
+  auto scale_link = [&](LinkEfficiency& candidate, double ratio) { scale(candidate, link, ratio); };
   auto large_round = [&](int rounds) {
     double best_error   = std::numeric_limits<double>::infinity();
     LinkEfficiency best = e;
@@ -218,6 +230,26 @@ void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, 
         if (a.error < b.error) {
           e   = by_switch;
           now = a;
+        } else {
+          e   = by_link;
+          now = b;
+        }
+      } else if (!node_link.empty()) {
+        // Across nodes the NICs need not be what bounds a large collective: a ring over two
+        // NVLink domains of 72 GB200s crosses each NIC once per ring but every NVLink on every
+        // step (CoreWeave's two racks: 811 GB/s of bus bandwidth on 50 GB/s NICs). Scaling NICs
+        // that do not bind moves nothing. So where scaling them moved the rows by less than a
+        // quarter of the ratio asked, the link inside the nodes is scaled instead. Not whichever
+        // fits closer: where the NICs bind, a slower NVSwitch can fit a log about as well (Azure
+        // NDv4's two nodes, whose NICs reach two thirds of a DGX's), and would misprice every
+        // collective inside a node.
+        LinkEfficiency by_link = e;
+        scale_link(by_link, ratio);
+        const Large b      = large_rows(by_link);
+        const double moved = std::abs(b.log_ratio - now.log_ratio) / now.n;
+        if (moved < 0.25 * std::abs(std::log(ratio))) {
+          scale(e, node_link, ratio);
+          now = large_rows(e);
         } else {
           e   = by_link;
           now = b;
@@ -319,7 +351,10 @@ void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, 
     return best.second;
   };
   // The step latency: NCCL's per-step hardware latencies are 0.6-14 us (hwLat in
-  // https://github.com/NVIDIA/nccl/blob/v2.20.3-1/src/graph/tuning.cc); 20 us bounds the search.
+  // https://github.com/NVIDIA/nccl/blob/v2.20.3-1/src/graph/tuning.cc); 20 us bounds the search,
+  // or twice the link's own figure where that is more: the NIC kinds whose transport runs on the
+  // host or through a plugin step in 30-65 us (links.json nic_kinds), which 20 us would exclude.
+  const double most_step = std::max(20e-6, 2 * figures_of(e, link).step_s);
   auto set_step = [&](LinkEfficiency& candidate, double step_s) {
     LinkFigures f = figures_of(candidate, link);
     f.step_s      = step_s;
@@ -350,7 +385,7 @@ void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, 
     search(1, kMostLlWire, e.protocols[0].wire_factor, set_ll_wire);
     search(1, kMostLlWire, e.protocols[1].wire_factor, set_ll128_wire);
     const double step_was = figures_of(e, link).step_s;
-    best                  = search(0, 20e-6, step_was, set_step);
+    best                  = search(0, most_step, step_was, set_step);
     const double tree_was = e.tree_step_between_s[0];
     if (across)
       best = search(0, kMostTreeStep, tree_was, set_tree_step);
@@ -358,7 +393,7 @@ void fit_link(std::vector<Case*> cases, const std::string& link, bool fit_base, 
         std::abs(e.tree_step_between_s[0] - tree_was) > 0.1e-6) // they moved: LL's figure again
       best = search(1, kMostLlWire, e.protocols[0].wire_factor, set_ll_wire);
   } else {
-    best = search(0, 20e-6, figures_of(e, link).step_s, set_step);
+    best = search(0, most_step, figures_of(e, link).step_s, set_step);
     if (across)
       best = search(0, kMostTreeStep, e.tree_step_between_s[0], set_tree_step);
   }
@@ -490,22 +525,24 @@ NetworkFit fit_network(const NetworkFitRequest& request)
     c.analytic  = s.simulation.network_fidelity == "analytic";
     c.factor    = bus_bandwidth_factor(c.op, static_cast<int>(c.members.size()));
     c.gpus_per_thread = log.gpus_per_thread;
+    const NodeType* type = NodeTypeRegistry::find(c.platform.node_groups.front().intra_node.type);
+    const LinkClass kind = type != nullptr ? type->link_class : LinkClass::NvLink;
+    c.node_link          = kind == LinkClass::Rated          ? ""
+                           : kind == LinkClass::Pcie         ? "pcie"
+                           : kind == LinkClass::NvLinkDirect ? "nvlink"
+                           : kind == LinkClass::Xgmi         ? "xgmi"
+                                                             : "nvswitch";
     if (hosts > 1) {
       l.fitted_link = c.platform.node_groups.front().nic.kind;
       across.push_back(&c);
     } else {
-      const NodeType* type = NodeTypeRegistry::find(c.platform.node_groups.front().intra_node.type);
-      const LinkClass kind = type != nullptr ? type->link_class : LinkClass::NvLink;
       if (kind == LinkClass::Rated) {
         add_note(l.note, fmt::format("the node type \"{}\" keeps its rated links (no efficiency to fit); listed, "
                                      "not fitted",
                                      c.platform.node_groups.front().intra_node.type));
         continue;
       }
-      l.fitted_link = kind == LinkClass::Pcie           ? "pcie"
-                      : kind == LinkClass::NvLinkDirect ? "nvlink"
-                      : kind == LinkClass::Xgmi         ? "xgmi"
-                                                        : "nvswitch";
+      l.fitted_link = c.node_link;
       inside.push_back(&c);
     }
   }
@@ -584,7 +621,16 @@ NetworkFit fit_network(const NetworkFitRequest& request)
     for (Case* c : across)
       if (c->fit->fitted_link == kind)
         group.push_back(c);
-    fit_link(group, kind, inside.empty() && kind == nic_kinds.front(), e);
+    // The link inside the nodes, where no log on one host fitted it and the logs across hosts
+    // are all of one node type.
+    std::string node_link = group.front()->node_link;
+    for (Case* c : group)
+      if (c->node_link != node_link)
+        node_link.clear();
+    for (Case* c : inside)
+      if (c->fit->fitted_link == node_link)
+        node_link.clear();
+    fit_link(group, kind, inside.empty() && kind == nic_kinds.front(), e, node_link);
   }
 
   // The figures as the file writes them, so that the file gives the "after" columns exactly.
@@ -592,6 +638,17 @@ NetworkFit fit_network(const NetworkFitRequest& request)
   for (const auto& l : fit.logs)
     if (!l.fitted_link.empty() && std::find(fitted_links.begin(), fitted_links.end(), l.fitted_link) == fitted_links.end())
       fitted_links.push_back(l.fitted_link);
+  // A link inside the nodes that a log across them moved (fit_link) is written as the fitted ones are.
+  for (const std::string link : {"nvswitch", "nvlink", "xgmi", "pcie"})
+    if (figures_of(e, link).efficiency != figures_of(fit.before, link).efficiency &&
+        std::find(fitted_links.begin(), fitted_links.end(), link) == fitted_links.end()) {
+      fitted_links.push_back(link);
+      for (Case* c : across)
+        if (c->node_link == link)
+          add_note(c->fit->note, fmt::format("its large rows are bound inside its nodes, not by its NICs: the "
+                                             "{} efficiency is fitted on them too",
+                                             link));
+    }
   for (const auto& link : fitted_links) {
     LinkFigures f = figures_of(e, link);
     set_figures(e, link, {round_to(f.efficiency, 1e-4), round_to(f.step_s, 1e-9)});

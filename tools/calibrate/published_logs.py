@@ -8,10 +8,11 @@ as the log nccl-tests prints (src/common.cu): the "# Using devices" lines, one h
 one device per GPU, and the table's out-of-place columns (size, count, type, redop, root, time,
 algbw, busbw). A row published without its time gets the time its bus bandwidth implies (nccl-tests'
 busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for the others). `stepsim calibrate network`
-then fits the case's machine (its preset) to that log alone, and this program prints, per case,
-the fitted link and the MAPE of the time before and after, in a Markdown table.
+then fits the case's machine (its preset, with the fields its "set" gives) to that log alone, and
+this program prints, per case, the fitted link and the MAPE of the time before and after, in a
+Markdown table. --cases names another file of cases (configs/calibration/nccl_tests_heldout.json).
 
-    python3 tools/calibrate/published_logs.py [--case NAME] [--keep DIR]
+    python3 tools/calibrate/published_logs.py [--cases FILE] [--case NAME] [--keep DIR]
 """
 
 import argparse

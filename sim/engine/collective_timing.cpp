@@ -10,6 +10,7 @@
 #include <limits>
 #include <set>
 #include <string_view>
+#include <unordered_set>
 
 namespace stepsim {
 
@@ -54,6 +55,17 @@ CollectiveTiming::CollectiveTiming(const Workload& w, const std::vector<sg4::Hos
   find_analytic(links_);
   in_chain_ = analytic_;
   index_flags();
+  // The collectives whose links no other group or operation, and no point-to-point transfer,
+  // crosses (rotation: representative pairs stand for the group's own flows only).
+  std::unordered_map<const sg4::Link*, int> keys_on;
+  for (const auto& [key, of_key] : links_)
+    for (const auto* link : of_key)
+      ++keys_on[link];
+  for (const auto* link : point_to_point_links_)
+    ++keys_on[link];
+  for (const auto& [key, of_key] : links_)
+    if (std::all_of(of_key.begin(), of_key.end(), [&](const sg4::Link* link) { return keys_on[link] == 1; }))
+      exclusive_.insert(key);
 }
 
 void CollectiveTiming::index_flags()
@@ -460,6 +472,174 @@ CollectiveTiming::Hop CollectiveTiming::step_bottleneck(int group, CollectiveOp 
     }
   }
   return it->second;
+}
+
+const CollectiveTiming::Rotation* CollectiveTiming::rotation(int group, CollectiveOp op, double bytes)
+{
+  auto [it, fresh] = rotations_.try_emplace({group, op, bytes});
+  if (!fresh)
+    return it->second.get();
+  const Plan& p       = plan(group, op, bytes);
+  const GroupShape& g = *p.shape;
+  const int k         = g.per_node;
+  if (all_analytic_ || !p.algorithm->rotated_lanes || p.steps == 0 || k < 2 || exclusive_.count({group, op}) == 0)
+    return nullptr;
+  const int d = p.algorithm->rotated_lanes(op, g, bytes);
+  if (d <= 0 || p.lanes != d * k)
+    return nullptr;
+  const auto& ranks = w_.groups[static_cast<size_t>(group)].ranks;
+  auto r   = std::make_unique<Rotation>();
+  r->lanes = d;
+  for (const auto& members : g.node_members) {
+    r->first.push_back(ranks[static_cast<size_t>(members[0])]);
+    r->second.push_back(ranks[static_cast<size_t>(members[1])]);
+  }
+  if (rotation_holds(p, group, op, bytes, *r))
+    it->second = std::move(r);
+  return it->second.get();
+}
+
+CollectiveTiming::Hop CollectiveTiming::rotated_hop(const Rotation& r, int group, int from, int to)
+{
+  const GroupShape& g = shape(group);
+  const auto a        = static_cast<size_t>(g.node_of_member[static_cast<size_t>(from)]);
+  const auto b        = static_cast<size_t>(g.node_of_member[static_cast<size_t>(to)]);
+  return a == b ? Hop{r.first[a], r.second[a]} : Hop{r.first[a], r.first[b]};
+}
+
+bool CollectiveTiming::rotation_holds(const Plan& p, int group, CollectiveOp op, double bytes, const Rotation& r)
+{
+  const GroupShape& g          = *p.shape;
+  const CollectiveAlgorithm& a = *p.algorithm;
+  const auto& ranks            = w_.groups[static_cast<size_t>(group)].ranks;
+  const int n = g.n, k = g.per_node, d = r.lanes;
+  // The member `places` places after m in m's node.
+  const auto moved = [&](int m, int places) {
+    const auto& node = g.node_members[static_cast<size_t>(g.node_of_member[static_cast<size_t>(m)])];
+    return node[static_cast<size_t>((g.local_rank[static_cast<size_t>(m)] + places) % k)];
+  };
+  // Every link of a representative pair.
+  std::unordered_set<const sg4::Link*> represented;
+  for (int lane = 0; lane < d; ++lane)
+    for (int m = 0; m < n; ++m)
+      for (int k_step = 0; k_step < p.steps; ++k_step) {
+        const CollectiveStep s = a.step(op, g, bytes, lane, m, k_step);
+        for (int q = 0; q < s.sends && s.bytes > 0; ++q) {
+          const Hop h = rotated_hop(r, group, m, s.send_to[static_cast<size_t>(q)]);
+          for (const auto* link : path(h.src, h.dst).links)
+            if (link->get_sharing_policy() != sg4::Link::SharingPolicy::FATPIPE) // a flow's own bound, shared by none
+              represented.insert(link);
+        }
+      }
+  // Per link, the rotations' crossings less the representative's: zero everywhere, except on
+  // `unbalanced` links (below).
+  std::vector<std::pair<const sg4::Link*, int>> balance;
+  std::set<const sg4::Link*> unbalanced;
+  const auto add = [&balance](const sg4::Link* link, int by) {
+    for (auto& [l, c] : balance)
+      if (l == link) {
+        c += by;
+        return;
+      }
+    balance.emplace_back(link, by);
+  };
+  for (int lane = 0; lane < d; ++lane)
+    for (int m = 0; m < n; ++m)
+      for (int k_step = 0; k_step < p.steps; ++k_step) {
+        const CollectiveStep s = a.step(op, g, bytes, lane, m, k_step);
+        // Lane lane + d·places runs this step with every member moved `places` places.
+        for (int places = 1; places < k; ++places) {
+          const CollectiveStep t = a.step(op, g, bytes, lane + d * places, moved(m, places), k_step);
+          if (t.sends != s.sends || t.recvs != s.recvs || t.bytes != s.bytes)
+            return false;
+          for (int q = 0; q < s.sends; ++q)
+            if (t.send_to[static_cast<size_t>(q)] != moved(s.send_to[static_cast<size_t>(q)], places))
+              return false;
+          for (int q = 0; q < s.recvs; ++q)
+            if (t.recv_from[static_cast<size_t>(q)] != moved(s.recv_from[static_cast<size_t>(q)], places))
+              return false;
+        }
+        for (int q = 0; q < s.sends && s.bytes > 0; ++q) {
+          const int to  = s.send_to[static_cast<size_t>(q)];
+          const Hop h   = rotated_hop(r, group, m, to);
+          const Path rep = path(h.src, h.dst);
+          balance.clear();
+          for (const auto* link : rep.links)
+            if (represented.count(link) != 0)
+              add(link, -1);
+          for (int places = 0; places < k; ++places) {
+            const Path& own = path(ranks[static_cast<size_t>(moved(m, places))], ranks[static_cast<size_t>(moved(to, places))]);
+            if (own.latency_s != rep.latency_s || own.transport_s != rep.transport_s ||
+                own.bandwidth_Bps != rep.bandwidth_Bps || own.links.size() != rep.links.size())
+              return false;
+            for (size_t i = 0; i < own.links.size(); ++i) {
+              const auto* link = own.links[i];
+              if (link_bandwidth(link) != link_bandwidth(rep.links[i]) ||
+                  link->get_latency() != rep.links[i]->get_latency() ||
+                  link->get_sharing_policy() != rep.links[i]->get_sharing_policy())
+                return false;
+              if (represented.count(link) != 0)
+                add(link, 1);
+            }
+          }
+          for (const auto& [link, c] : balance)
+            if (c != 0)
+              unbalanced.insert(link);
+        }
+      }
+  if (unbalanced.empty())
+    return true;
+  // A link the rotations load otherwise than the representatives (an uplink above whole nodes)
+  // still changes nothing where it can never be what holds a flow back: where the first links of
+  // the flows that cross it (every lane's and every representative's), or their last links,
+  // cannot together fill it, the rates those links allow fit under it too, and max-min fairness
+  // gives each flow what it gets without the link (a non-blocking fat tree's leaf uplinks: the
+  // NICs below them up, and down).
+  struct Ends {
+    std::set<const sg4::Link*> first, last;
+    bool is_end = false; // the link is a flow's first or last itself
+  };
+  std::unordered_map<const sg4::Link*, Ends> ends;
+  const auto note = [&](const Path& route) {
+    for (const auto* link : route.links)
+      if (unbalanced.count(link) != 0) {
+        Ends& e = ends[link];
+        e.is_end = e.is_end || link == route.links.front() || link == route.links.back();
+        e.first.insert(route.links.front());
+        e.last.insert(route.links.back());
+      }
+  };
+  for (int lane = 0; lane < p.lanes; ++lane)
+    for (int m = 0; m < n; ++m)
+      for (int k_step = 0; k_step < p.steps; ++k_step) {
+        const CollectiveStep s = a.step(op, g, bytes, lane, m, k_step);
+        for (int q = 0; q < s.sends && s.bytes > 0; ++q) {
+          const int to = s.send_to[static_cast<size_t>(q)];
+          note(path(ranks[static_cast<size_t>(m)], ranks[static_cast<size_t>(to)]));
+          if (lane < d) {
+            const Hop h = rotated_hop(r, group, m, to);
+            note(path(h.src, h.dst));
+          }
+        }
+      }
+  // Summed smallest first, so that the sum (and a tie with the link) does not depend on where
+  // the links lie in memory.
+  const auto total = [](const std::set<const sg4::Link*>& links) {
+    std::vector<double> bandwidths;
+    for (const auto* link : links)
+      bandwidths.push_back(link_bandwidth(link));
+    std::sort(bandwidths.begin(), bandwidths.end());
+    double sum = 0;
+    for (double b : bandwidths)
+      sum += b;
+    return sum;
+  };
+  for (const auto* link : unbalanced) {
+    const Ends& e = ends[link];
+    if (e.is_end || link_bandwidth(link) < std::min(total(e.first), total(e.last)))
+      return false;
+  }
+  return true;
 }
 
 } // namespace stepsim

@@ -104,6 +104,12 @@ void Collectives::start_steps(int id)
   Instance& inst = instances_[static_cast<size_t>(id)];
   if (inst.simulated == 1 && coalesce(id))
     return;
+  // Every member simulated, no peer's flows beside them and no link's traffic to record (which
+  // the representative pairs would misplace): rotated lanes run as their first ones.
+  if (inst.simulated == static_cast<int>(inst.members.size()) && !shadowed(inst) &&
+      !parts_.accounting.records_links())
+    if ((inst.rotation = parts_.timing.rotation(inst.group, inst.op, inst.bytes)) != nullptr)
+      inst.lanes = inst.rotation->lanes;
   // The lanes only now: a collective timed by its closed form or coalesced never needs them
   // (allocated for every collective, they kept a full-fidelity replay in malloc and free).
   for (auto& member : inst.members)
@@ -207,6 +213,8 @@ void Collectives::advance(int id, int m, int lane_index)
       Hop hop{g.ranks[static_cast<size_t>(m)], g.ranks[static_cast<size_t>(to)]};
       if (inst.simulated == 1 && !shadows)
         hop = parts_.timing.step_bottleneck(inst.group, inst.op, inst.bytes, lane_index, k, hop, s.bytes);
+      else if (inst.rotation != nullptr)
+        hop = parts_.timing.rotated_hop(*inst.rotation, inst.group, m, to);
       parts_.activities.transfer(hop.src, hop.dst, s.bytes, CollectiveSend{id, m, lane_index, to, k}, owes_transport);
     }
     if (shadows)

@@ -84,6 +84,9 @@ private:
     int slots = 1; // steps a lane may have on the wire at once (algorithm->pipeline_slots)
     int coalesced_left = 0; // transfers of a coalesced collective still moving
     double tail_s = 0;      // latency still to wait after a coalesced transfer
+    // Every member simulated and the lanes rotations of the first few: those alone, each send
+    // on its representative pair (CollectiveTiming::rotation). Null otherwise.
+    const CollectiveTiming::Rotation* rotation = nullptr;
     std::vector<Member> members; // by position in the group
   };
   using Hop = CollectiveTiming::Hop;

@@ -131,19 +131,23 @@ int main(int argc, char** argv)
   // closed form; NCCL's own choice, `auto`, which runs the tree across these nodes (timed by its
   // closed form over more than 256 GPUs, tools/driver/collective_bench.hpp). Then `auto` on
   // 16,384 GPUs (2,048 nodes), issue 17's second figure; and `auto` on 1,024 GPUs whose rail
-  // uplinks are thinned 2:1 (the closed form shares them, GroupShape::uplinks_of_member). The
+  // uplinks are thinned 2:1 (the closed form shares them, GroupShape::uplinks_of_member). Last,
+  // `auto` on 128 H100 (16 nodes), below the closed form's 256 GPUs: its trees run flow by flow,
+  // with every member simulated and the rotated lanes folded (CollectiveTiming::rotation). The
   // sizes are timed -j at a time, as `stepsim collective -j` does.
   if (!skip_tables) {
     struct Table {
+      const char* preset;
       int nodes;
       const char* algorithm;
       const char* oversubscription;
     };
-    for (const Table t : {Table{128, "ring", "1"}, Table{128, "auto", "1"}, Table{2048, "auto", "1"},
-                          Table{128, "auto", "2"}}) {
+    for (const Table t : {Table{"dgx-a100-superpod", 128, "ring", "1"}, Table{"dgx-a100-superpod", 128, "auto", "1"},
+                          Table{"dgx-a100-superpod", 2048, "auto", "1"}, Table{"dgx-a100-superpod", 128, "auto", "2"},
+                          Table{"dgx-h100-superpod", 16, "auto", "1"}}) {
       const bool thinned      = std::string(t.oversubscription) != "1";
       const std::string set   = fmt::format("platform.network.oversubscription={}", t.oversubscription);
-      const Scenario superpod = platform_scenario("dgx-a100-superpod", "", t.nodes, {set});
+      const Scenario superpod = platform_scenario(t.preset, "", t.nodes, {set});
       const auto members      = benchmark_group(superpod.platform, 0);
       std::vector<double> all;
       for (double bytes = 8; bytes <= 8.0 * (1ull << 30); bytes *= 2)
@@ -152,12 +156,12 @@ int main(int argc, char** argv)
       time_collectives(superpod.platform, members, CollectiveOp::AllReduce, all, t.algorithm, false, "auto",
                        sweep_jobs);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      fmt::print("\n{} all-reduce table, {} GPUs{}: {} sizes (8 B to 8 GiB) in {:.1f} s wall with -j {}\n",
-                 t.algorithm, members.size(), thinned ? fmt::format(", uplinks {}:1", t.oversubscription) : "",
-                 all.size(), wall, sweep_jobs);
-      table += fmt::format("\nAll-reduce table with `{}` (`stepsim collective --preset dgx-a100-superpod --nodes {} "
+      fmt::print("\n{} all-reduce table, {} GPUs of {}{}: {} sizes (8 B to 8 GiB) in {:.1f} s wall with -j {}\n",
+                 t.algorithm, members.size(), t.preset,
+                 thinned ? fmt::format(", uplinks {}:1", t.oversubscription) : "", all.size(), wall, sweep_jobs);
+      table += fmt::format("\nAll-reduce table with `{}` (`stepsim collective --preset {} --nodes {} "
                            "--algorithm {}{} -j {}`): {} GPUs, {} sizes from 8 B to 8 GiB in {:.1f} s wall.\n",
-                           t.algorithm, t.nodes, t.algorithm, thinned ? " --set " + set : "", sweep_jobs,
+                           t.algorithm, t.preset, t.nodes, t.algorithm, thinned ? " --set " + set : "", sweep_jobs,
                            members.size(), all.size(), wall);
     }
   }

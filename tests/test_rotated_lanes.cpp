@@ -1,0 +1,91 @@
+// Rotated lanes replayed as their first ones (CollectiveTiming::rotation): a tree over nodes of
+// k GPUs runs 2k lanes that rotate two, and with every member simulated the replay runs those
+// two alone, each send on a representative pair of GPUs. It must time the collective exactly as
+// all the lanes do, and refuse where a link would then carry other than what all the lanes put
+// on it. Recording the links' traffic turns it off (the representative pairs would misplace the
+// bytes), which gives the replay of every lane to compare with.
+#include "support.hpp"
+
+#include "models/collectives/collective.hpp"
+#include "models/link_calibration.hpp"
+#include "sim/engine/replay.hpp"
+#include "tools/driver/collective_bench.hpp"
+#include "topologies/nodes/node_type.hpp"
+#include "topologies/platform.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <simgrid/s4u.hpp>
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+using namespace stepsim;
+
+namespace {
+
+// A tree all-reduce of `bytes` over every GPU of `nodes` nodes of `preset`, every member
+// simulated: its end and the activities it started, with all lanes (recording the links) and
+// with the rotated ones folded.
+nlohmann::json tree_all_reduce(const std::string& preset, int nodes, double bytes, const std::vector<std::string>& sets = {})
+{
+  const Scenario s = platform_scenario(preset, "", nodes, sets);
+  nlohmann::json out;
+  for (bool record : {true, false}) // one engine, and one replay, per child process
+    out[record ? "all_lanes" : "folded"] = testing::in_child([&] {
+      auto engine                = testing::start_engine();
+      const LinkEfficiency links = load_link_efficiency();
+      std::vector<int> members(static_cast<size_t>(s.platform.total_gpus()));
+      std::iota(members.begin(), members.end(), 0);
+      const Workload w    = collective_workload(s.platform, members, CollectiveOp::AllReduce, bytes, false);
+      BuiltPlatform built = build_platform(with_achieved_bandwidth(s.platform, links), ranks_in_use(w));
+      ReplayOptions options;
+      options.record_links = record;
+      const ReplayResult r = replay(w, built.gpus, CollectiveRegistry::get("tree", "test"), options);
+      return nlohmann::json{{"seconds", r.end_s}, {"activities", r.activities}};
+    });
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("rotated lanes: a tree over nodes of NVSwitch GPUs runs two lanes of sixteen, in the same time",
+          "[collectives][rotated_lanes]")
+{
+  // Four DGX H100 on a non-blocking fat tree: each GPU its own NVSwitch port and NIC; the
+  // NVSwitch itself (a FATPIPE) is shared by none.
+  for (double bytes : {1e6, 64e6}) {
+    const auto out = tree_all_reduce("dgx-h100", 4, bytes);
+    INFO(bytes << " B: " << out.dump());
+    const double all = out["all_lanes"]["seconds"].get<double>(), folded = out["folded"]["seconds"].get<double>();
+    REQUIRE(all > 0);
+    CHECK(std::abs(folded / all - 1) < 1e-9);
+    // 16 lanes replayed as 2: an eighth of the transfers.
+    CHECK(out["folded"]["activities"].get<long long>() * 7 < out["all_lanes"]["activities"].get<long long>());
+  }
+}
+
+TEST_CASE("rotated lanes: refused where an uplink above whole nodes could hold the flows back",
+          "[collectives][rotated_lanes]")
+{
+  // One node per leaf and 4:1 uplinks: every inter-node flow of every lane crosses its node's
+  // leaf uplink, which the folded lanes would load an eighth as much. Every lane runs.
+  const auto out = tree_all_reduce("dgx-h100", 4, 64e6,
+                                   {"platform.network.leaf_radix=8", "platform.network.oversubscription=4"});
+  INFO(out.dump());
+  CHECK(out["folded"]["activities"].get<long long>() == out["all_lanes"]["activities"].get<long long>());
+  CHECK(out["folded"]["seconds"].get<double>() == out["all_lanes"]["seconds"].get<double>());
+}
+
+TEST_CASE("rotated lanes: a non-blocking fat tree's leaf uplinks do not stop the folding",
+          "[collectives][rotated_lanes]")
+{
+  // Two nodes per leaf of 16 NICs, 1:1: the uplinks can never be what holds a flow back (their
+  // NICs below cannot fill them), so the lanes fold, in the same time as all of them.
+  const auto out = tree_all_reduce("dgx-h100", 4, 64e6, {"platform.network.leaf_radix=16"});
+  INFO(out.dump());
+  const double all = out["all_lanes"]["seconds"].get<double>(), folded = out["folded"]["seconds"].get<double>();
+  CHECK(out["folded"]["activities"].get<long long>() * 7 < out["all_lanes"]["activities"].get<long long>());
+  CHECK(std::abs(folded / all - 1) < 1e-6);
+}

@@ -108,8 +108,10 @@ void Collectives::start_steps(int id)
   // the representative pairs would misplace): rotated lanes run as their first ones.
   if (inst.simulated == static_cast<int>(inst.members.size()) && !shadowed(inst) &&
       !parts_.accounting.records_links())
-    if ((inst.rotation = parts_.timing.rotation(inst.group, inst.op, inst.bytes)) != nullptr)
+    if ((inst.rotation = parts_.timing.rotation(inst.group, inst.op, inst.bytes)) != nullptr) {
       inst.lanes = inst.rotation->lanes;
+      inst.node_done.assign(inst.shape->node_members.size(), 0);
+    }
   // The lanes only now: a collective timed by its closed form or coalesced never needs them
   // (allocated for every collective, they kept a full-fidelity replay in malloc and free).
   for (auto& member : inst.members)
@@ -188,6 +190,19 @@ void Collectives::advance(int id, int m, int lane_index)
       if (++me.lanes_done < inst.lanes)
         return;
       me.done = true;
+      if (inst.rotation != nullptr) {
+        // Its lane l + d·r is what the member r places before it runs on lane l: it ends when
+        // every member of its node has run the d lanes.
+        const auto node = static_cast<size_t>(inst.shape->node_of_member[static_cast<size_t>(m)]);
+        const auto& of_node = inst.shape->node_members[node];
+        if (++inst.node_done[node] < static_cast<int>(of_node.size()))
+          return;
+        for (int q : of_node)
+          parts_.scheduler.complete(inst.members[static_cast<size_t>(q)].task);
+        if ((inst.finished += static_cast<int>(of_node.size())) == inst.simulated)
+          free_instances_.push_back(id);
+        return;
+      }
       parts_.scheduler.complete(me.task);
       if (++inst.finished == inst.simulated)
         free_instances_.push_back(id);

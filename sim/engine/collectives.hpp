@@ -87,6 +87,7 @@ private:
     // Every member simulated and the lanes rotations of the first few: those alone, each send
     // on its representative pair (CollectiveTiming::rotation). Null otherwise.
     const CollectiveTiming::Rotation* rotation = nullptr;
+    std::vector<int> node_done; // with a rotation: per node, its members that have run their lanes
     std::vector<Member> members; // by position in the group
   };
   using Hop = CollectiveTiming::Hop;

@@ -476,6 +476,23 @@ CollectiveTiming::Hop CollectiveTiming::step_bottleneck(int group, CollectiveOp 
 
 const CollectiveTiming::Rotation* CollectiveTiming::rotation(int group, CollectiveOp op, double bytes)
 {
+  // Every size of the group's operation folds, or none: two of its collectives may be on the
+  // wire at once (a data-parallel step's buckets), and one on the representative pairs beside
+  // one on every member's own would not meet on the links they would share.
+  auto [key, first_ask] = key_folds_.try_emplace({group, op}, true);
+  if (first_ask) {
+    const auto sizes = sizes_.find({group, op});
+    if (sizes == sizes_.end())
+      key->second = false;
+    else
+      for (double size : sizes->second)
+        key->second = key->second && size_rotation(group, op, size) != nullptr;
+  }
+  return key->second ? size_rotation(group, op, bytes) : nullptr;
+}
+
+const CollectiveTiming::Rotation* CollectiveTiming::size_rotation(int group, CollectiveOp op, double bytes)
+{
   auto [it, fresh] = rotations_.try_emplace({group, op, bytes});
   if (!fresh)
     return it->second.get();

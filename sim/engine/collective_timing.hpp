@@ -136,7 +136,8 @@ public:
   // pair's route alike hop by hop (bandwidth and latency) to its representative's. Not where a
   // link is shared by all of a node's members (a PCIe switch both directions cross, an uplink
   // above a whole node), which the rotations load k times, and only for a group and operation
-  // whose links nothing else of the workload crosses. A tree over 16 nodes of 8 H100 ran
+  // whose links nothing else of the workload crosses, and where every size of it in the workload
+  // folds (several may be on the wire at once). A tree over 16 nodes of 8 H100 ran
   // 64 MiB in 25 s flow by flow (SimGrid 3.32 walks a list of every live transfer each time one
   // ends): 8 times fewer transfers, 8 times fewer live. Null where it does not hold.
   struct Rotation {
@@ -148,7 +149,10 @@ public:
   Hop rotated_hop(const Rotation& r, int group, int from, int to);
 
 private:
+  // rotation() for one size, whatever the group's other sizes do.
+  const Rotation* size_rotation(int group, CollectiveOp op, double bytes);
   std::map<std::tuple<int, CollectiveOp, double>, std::unique_ptr<Rotation>> rotations_;
+  std::map<std::pair<int, CollectiveOp>, bool> key_folds_; // every size of the key folds
   // rotation()'s check, on a plan with rotated lanes; false where it does not hold.
   bool rotation_holds(const Plan& p, int group, CollectiveOp op, double bytes, const Rotation& r);
   // The flows of a collective's steps over the fabric's thinned uplinks, every member's on every

@@ -125,21 +125,21 @@ public:
   // members, lane l + d·r running lane l with every node's members moved r places), a member's
   // lane l + d·r takes exactly what the member r places before it takes on lane l, on a machine
   // that looks alike from every member of a node. Replayed with every member simulated, the
-  // collective then needs only lanes 0 to d-1, provided every link carries what all the lanes
-  // would put on it: each send of those lanes is timed on a representative pair of GPUs
-  // (rotated_hop), the first GPU of the sender's node to the first of the receiver's across
-  // nodes, the first to the second inside a node, so that the first GPU's links out carry the
-  // sends of all its node's members and the receivers' links in all their receives. That holds
-  // where, for every send of the d lanes and every link of the representative pairs, the send's
-  // k rotations over all lanes cross the link exactly as often as the send's representative
-  // does (once or never): checked here on the built routes, step by step, with every rotated
-  // pair's route alike hop by hop (bandwidth and latency) to its representative's. Not where a
-  // link is shared by all of a node's members (a PCIe switch both directions cross, an uplink
-  // above a whole node), which the rotations load k times, and only for a group and operation
-  // whose links nothing else of the workload crosses, and where every size of it in the workload
-  // folds (several may be on the wire at once). A tree over 16 nodes of 8 H100 ran
-  // 64 MiB in 25 s flow by flow (SimGrid 3.32 walks a list of every live transfer each time one
-  // ends): 8 times fewer transfers, 8 times fewer live. Null where it does not hold.
+  // collective then needs only lanes 0 to d-1 (a member ends once every member of its node has
+  // run them), provided every link carries what all the lanes would put on it: each send of
+  // those lanes is timed on a representative pair of GPUs (rotated_hop), the first GPU of the
+  // sender's node to the first of the receiver's across nodes, the first to the second inside a
+  // node, so that the first GPU's links out carry the sends of its whole node and the receivers'
+  // links in all their receives. Checked here on the built routes, send by send: every rotated
+  // pair's route is its representative's hop by hop (bandwidth, latency, sharing), and the send's
+  // k rotations cross each link of the representative pairs exactly as often as the
+  // representative does. A link they load otherwise (an uplink above whole nodes) passes only
+  // where the first links of the flows across it, or their last, cannot together fill it, so
+  // that it never binds. Only for a group and operation whose links nothing else of the workload
+  // crosses, and where every size of it in the workload folds (several may be on the wire at
+  // once). A tree over 16 nodes of 8 H100 ran 64 MiB in 25 s flow by flow (SimGrid 3.32 walks a
+  // list of every live transfer each time one ends): 8 times fewer transfers, 8 times fewer
+  // live. Null where it does not hold.
   struct Rotation {
     int lanes = 0;                    // d: the lanes replayed
     std::vector<int> first, second;   // per node of the group: the global ranks of its first two members

@@ -58,6 +58,32 @@ TEST_CASE("HuggingFace import of Llama-2-7B gives 6.74 B parameters")
   CHECK(scenario_from_json(doc).model.dropout == Approx(0.1));
 }
 
+TEST_CASE("HuggingFace import of Qwen3-30B-A3B takes its head_dim: 30.5 B parameters, Megatron's FLOPs")
+{
+  // Qwen/Qwen3-30B-A3B's model card: 30.5 B parameters in all. Its 32 heads of
+  // 128 (head_dim) make the query 4096 wide over a hidden size of 2048; with heads of 2048 / 32 =
+  // 64 the attention would hold 9.4 M parameters a layer, not 18.9 M (0.45 B fewer in all).
+  nlohmann::json doc = testing::small_scenario(1, 1, 1);
+  doc["model"]       = {{"hf_config", std::string(STEPSIM_SOURCE_DIR) + "/configs/models/qwen3-30b-a3b.json"}};
+  Scenario s         = scenario_from_json(doc);
+  CHECK(s.model.head_dim == 128);
+  CHECK(attention_width(s.model) == 4096);
+  CHECK(kv_width(s.model) == 512);
+  CHECK(model_parameters(s.model) == Approx(30.53e9).epsilon(0.005));
+  const double h = 2048, layers = 48, vocab = 151936;
+  // Megatron's FLOPs (num_floating_point_operations: query_projection_size = kv_channels × heads)
+  // per token and layer: 2·(h·(q + 2kv) + q·h) for the projections, 4·s·q for attention, the
+  // experts' 2·3·h·ffn·top_k; a head of 64 would count 3.2 % fewer over a 4,096-token sequence.
+  s.model.seq_length                 = 4096;
+  s.training.global_batch_size       = 1;
+  const double q = 4096, kv = 512, seq = 4096;
+  const double per_token = layers * (2 * (h * (q + 2 * kv) + q * h + 3 * h * 768 * 8) + 4 * seq * q) + 2 * h * vocab;
+  CHECK(model_flops_per_step(s) == Approx(3 * seq * per_token).epsilon(1e-9));
+  // A scenario's own head_dim overrides the file's; without one the hidden size must divide.
+  doc["model"]["head_dim"] = 64;
+  CHECK(attention_width(scenario_from_json(doc).model) == 2048);
+}
+
 TEST_CASE("HuggingFace import of a GPT-2 config takes its residual dropout")
 {
   const auto gpt2 = [](nlohmann::json extra) {
@@ -82,6 +108,46 @@ std::map<std::string, const Work*> works_by_name(const nlohmann::json& doc, std:
   return by_name;
 }
 } // namespace
+
+TEST_CASE("model.head_dim widens the query, the attention and the output projection, not the residual stream")
+{
+  // Qwen3-30B-A3B's attention (32 heads of 128, 4 key/value groups, hidden 2048) at tensor 2: the
+  // QKV GEMM writes (4096 + 2·512) / 2 columns, attention runs 16 heads of 128 per rank, and the
+  // output projection reads 4096 / 2 and writes the hidden size; without head_dim the heads are
+  // 64 wide and the query 2048.
+  nlohmann::json doc = testing::small_scenario(1, 2, 1);
+  doc["parallelism"]["tensor"] = 2; // the two GPUs as one tensor group
+  doc["parallelism"]["data"]   = 1;
+  doc["model"]       = {{"num_layers", 2},   {"hidden_size", 2048}, {"num_attention_heads", 32}, {"num_query_groups", 4},
+                        {"seq_length", 1024}, {"vocab_size", 32000}, {"mlp", "swiglu"},          {"norm", "rmsnorm"},
+                        {"dropout", 0.0}};
+  doc["parallelism"]["sequence_parallel"] = true;
+  std::list<Workload> kept;
+  auto find = [](const std::map<std::string, const Work*>& works, const std::string& name) {
+    for (const auto& [work, w] : works)
+      for (const Kernel& k : w->kernels)
+        if (k.name == name)
+          return k;
+    FAIL("no kernel " << name);
+    return Kernel{};
+  };
+  const auto plain = works_by_name(doc, kept);
+  CHECK(find(plain, "qkv").n == (2048 + 2 * 256) / 2);
+  CHECK(find(plain, "attention_out").k == 2048 / 2);
+  CHECK(find(plain, "flash_attention_fwd").k == 64);
+  doc["model"]["head_dim"] = 128;
+  const auto wide = works_by_name(doc, kept);
+  CHECK(find(wide, "qkv").n == (4096 + 2 * 512) / 2);
+  CHECK(find(wide, "qkv").k == 2048);
+  CHECK(find(wide, "attention_out").k == 4096 / 2);
+  CHECK(find(wide, "attention_out").n == 2048);
+  CHECK(find(wide, "flash_attention_fwd").k == 128);
+  CHECK(find(wide, "fc1").k == 2048); // the MLP reads the hidden size as before
+  // Its activations keep the wider Q and attention output: more per layer than with heads of 64.
+  Scenario s_plain = scenario_from_json(doc);
+  s_plain.model.head_dim = 0;
+  CHECK(layer_activation_bytes(scenario_from_json(doc)) > layer_activation_bytes(s_plain));
+}
 
 TEST_CASE("pytorch-autocast adds autocast's casts and fp32 norms as bytes, never FLOPs, and nothing to an fp32 run")
 {

@@ -45,6 +45,10 @@ struct ModelSpec {
   int hidden_size         = 0;
   int num_attention_heads = 0;
   int num_query_groups    = 0; // grouped-query attention; equal to the heads for plain multi-head
+  // Each attention head's width (Megatron's --kv-channels, HuggingFace's head_dim); 0 = hidden_size
+  // / num_attention_heads. Qwen3, Gemma and GPT-OSS set another: Qwen3-30B-A3B's 32 heads of 128
+  // over a hidden size of 2048 make the query and the attention's output 4096 wide.
+  int head_dim            = 0;
   int ffn_hidden_size     = 0;
   int seq_length          = 0;
   int vocab_size          = 0;
@@ -80,6 +84,24 @@ struct ModelSpec {
   // their field names under `model`, so that a new kind needs no field here.
   std::map<std::string, double> kind_fields;
 };
+
+// A head's width: head_dim, else hidden_size / num_attention_heads (which then divides).
+inline double attention_head_dim(const ModelSpec& m)
+{
+  return m.head_dim > 0 ? double(m.head_dim) : double(m.hidden_size) / m.num_attention_heads;
+}
+// The query's (and the attention output's) width, heads × head_dim: the hidden size unless
+// head_dim says otherwise (Megatron's query_projection_size = kv_channels × num_attention_heads).
+inline double attention_width(const ModelSpec& m)
+{
+  return m.head_dim > 0 ? double(m.head_dim) * m.num_attention_heads : double(m.hidden_size);
+}
+// The key's (and the value's) width, query groups × head_dim (kv_projection_size).
+inline double kv_width(const ModelSpec& m)
+{
+  return m.head_dim > 0 ? double(m.head_dim) * m.num_query_groups
+                        : double(m.hidden_size) / m.num_attention_heads * m.num_query_groups;
+}
 
 // training.input: the data loader that feeds each data-parallel replica, as PyTorch's DataLoader
 // runs it (sim/host_side.cpp, sim/engine/input_replay.hpp). Off unless given.

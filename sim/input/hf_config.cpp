@@ -185,16 +185,11 @@ ModelSpec import_hf_config(const nlohmann::json& c)
     if (!activations.count(act))
       problems.add("hidden_act", fmt::format("\"{}\" is no activation HuggingFace knows (transformers/activations.py); "
                                              "expected e.g. \"silu\"", act));
-    // The transformer kind takes the head dimension as hidden_size / num_attention_heads; a
-    // config that sets another (Qwen3-0.6B: 1024 / 16 heads, head_dim 128) would be costed wrong.
-    if (c.contains("head_dim") && !c["head_dim"].is_null() && m.num_attention_heads > 0) {
-      const int head_dim = get_int(c, "head_dim", problems);
-      if (head_dim > 0 && 1LL * head_dim * m.num_attention_heads != m.hidden_size)
-        problems.add("head_dim", fmt::format("{} differs from hidden_size / num_attention_heads = {} / {}, the head "
-                                             "dimension stepsim's transformer assumes; give the model's shape in "
-                                             "the scenario instead",
-                                             head_dim, m.hidden_size, m.num_attention_heads));
-    }
+    // A head's width where the config sets one (Qwen3, Mistral-NeMo: HuggingFace's head_dim, which
+    // modeling_qwen3.py's Qwen3Attention takes as getattr(config, "head_dim", hidden_size //
+    // num_attention_heads)): Qwen3-0.6B's 16 heads of 128 over a hidden size of 1024.
+    if (c.contains("head_dim") && !c["head_dim"].is_null())
+      m.head_dim = get_int(c, "head_dim", problems);
     import_experts(c, type, m, problems);
   } else if (problems.empty()) { // a model_type that is no string is already reported
     problems.add("model_type", fmt::format("\"{}\" is not a supported HuggingFace model type; expected one of "

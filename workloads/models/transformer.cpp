@@ -37,15 +37,13 @@ namespace {
 
 double mlp_matrices(const ModelSpec& m) { return m.mlp == "swiglu" ? 3.0 : 2.0; }
 
-double kv_hidden(const ModelSpec& m)
-{
-  return double(m.hidden_size) / m.num_attention_heads * m.num_query_groups;
-}
+double kv_hidden(const ModelSpec& m) { return kv_width(m); }
 
 // The shapes every kernel is built from, per tensor-parallel rank.
 struct Shape {
   double tokens;   // micro-batch × sequence
   double h, ffn, heads, head_dim, kv, vocab, t;
+  double q;        // the query's and the attention output's width, heads × head_dim (h unless model.head_dim)
   double e;        // GEMM operand bytes
   double a;        // bytes of every other tensor element (stored_element_bytes): bf16 in an fp8 run
   bool fp8;        // Transformer Engine's FP8: casts before the GEMMs (add_transformer_works)
@@ -61,7 +59,8 @@ Shape shape_of(const Scenario& s)
   x.h           = m.hidden_size;
   x.ffn         = m.ffn_hidden_size;
   x.heads       = m.num_attention_heads;
-  x.head_dim    = x.h / x.heads;
+  x.head_dim    = attention_head_dim(m);
+  x.q           = attention_width(m);
   x.kv          = kv_hidden(m);
   x.vocab       = m.vocab_size;
   x.e           = element_bytes(s.training.precision);
@@ -146,11 +145,12 @@ void attention_core(const Scenario& s, const Shape& x, bool backward, std::vecto
 double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert)
 {
   double h    = m.hidden_size;
-  double qkv  = h * (h + 2 * kv_hidden(m));
-  double proj = h * h;
+  double q    = attention_width(m);
+  double qkv  = h * (q + 2 * kv_hidden(m));
+  double proj = q * h;
   bool moe    = is_moe(m); // the experts replace the MLP (workloads/models/moe.hpp)
   double mlp  = moe ? 0 : mlp_matrices(m) * h * m.ffn_hidden_size;
-  double biases = m.norm == "layernorm" ? (h + 2 * kv_hidden(m)) + h + (moe ? 0 : m.ffn_hidden_size + h) : 0;
+  double biases = m.norm == "layernorm" ? (q + 2 * kv_hidden(m)) + h + (moe ? 0 : m.ffn_hidden_size + h) : 0;
   double norms  = m.norm == "layernorm" ? 4 * h : 2 * h;
   double experts = moe ? expert_parameters_per_rank(m, tensor, expert) + router_parameters(m) +
                              shared_expert_parameters_per_rank(m, tensor)
@@ -163,7 +163,8 @@ std::vector<double> layer_parameter_tensors(const ModelSpec& m, int tensor)
   if (is_moe(m))
     return {};
   const double h = m.hidden_size, t = tensor, ffn = m.ffn_hidden_size;
-  const double qkv_width = h + 2 * kv_hidden(m);
+  const double q         = attention_width(m);
+  const double qkv_width = q + 2 * kv_hidden(m);
   const bool biases      = m.norm == "layernorm"; // GPT's linear layers have biases, Llama's none
   std::vector<double> out;
   auto norm = [&] {
@@ -178,7 +179,7 @@ std::vector<double> layer_parameter_tensors(const ModelSpec& m, int tensor)
   };
   norm();
   linear(h * qkv_width / t, qkv_width / t);
-  linear(h * h / t, h / t); // the row-parallel biases counted per rank, as layer_parameters_per_rank does
+  linear(q * h / t, h / t); // the row-parallel biases counted per rank, as layer_parameters_per_rank does
   norm();
   linear(mlp_matrices(m) == 3 ? 2 * h * ffn / t : h * ffn / t, ffn / t); // SwiGLU's gate and up in one
   linear(h * ffn / t, h / t);
@@ -221,7 +222,7 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     works.push_back(Work{name, std::move(kernels), 0});
     return static_cast<int>(works.size() - 1);
   };
-  const double qkv_n = (x.h + 2 * x.kv) / x.t;
+  const double qkv_n = (x.q + 2 * x.kv) / x.t;
   const double mlp_n = x.ffn / x.t * (s.model.mlp == "swiglu" ? 2 : 1);
   const double act   = s.model.mlp == "swiglu" ? 3 : 2; // swiglu reads two inputs
   // The residual add after each block, fused with its dropout (Megatron's bias_dropout_add): the
@@ -279,14 +280,14 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     k.launches = launches;
     return k;
   };
-  const double qk_width = (x.h + x.kv) / x.t; // the query's and the key's elements per token
+  const double qk_width = (x.q + x.kv) / x.t; // the query's and the key's elements per token
   auto rope             = [&](const char* name) { return eager_kernel(name, x.tokens * qk_width * (16 + 2 * x.a), 6); };
   auto repeat_kv        = [&](const char* name) {
-    return eager_kernel(name, x.tokens * 2 * (x.kv + x.h) / x.t * x.a, 2);
+    return eager_kernel(name, x.tokens * 2 * (x.kv + x.q) / x.t * x.a, 2);
   };
-  const bool grouped = x.kv < x.h;
+  const bool grouped = x.kv < x.q;
   const bool biases   = s.model.norm == "layernorm"; // GPT's linear layers have biases, Llama's none
-  const double attn_weights = (x.h * (qkv_n + x.h / x.t)) + (biases ? qkv_n + x.h / x.t : 0);
+  const double attn_weights = (x.h * (qkv_n + x.q / x.t)) + (biases ? qkv_n + x.h / x.t : 0);
   const double mlp_weights  = (x.h * (mlp_n + x.ffn / x.t)) + (biases ? mlp_n + x.h : 0);
 
   // A norm, and under autocast the cast of its fp32 output down for the linear layer after it.
@@ -343,12 +344,12 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   attention_core(s, x, false, attn_f_core);
   std::vector<Kernel> attn_f_post;
   if (autocast || eager) // (batch, heads, sequence, head_dim) to (batch, sequence, hidden)
-    attn_f_post.push_back(elementwise("attention_output_copy", x.tokens, x.h / x.t, 2, x.a));
+    attn_f_post.push_back(elementwise("attention_output_copy", x.tokens, x.q / x.t, 2, x.a));
   if (te_fp8) // the bf16 attention output into the projection (te.Linear)
-    attn_f_post.push_back(fp8_cast_transpose("attention_out_fp8_cast", x.tokens, x.h / x.t));
+    attn_f_post.push_back(fp8_cast_transpose("attention_out_fp8_cast", x.tokens, x.q / x.t));
   if (dynamic_fp8)
-    attn_f_post.push_back(fp8_fresh_cast("attention_out_fp8_cast", x.tokens * x.h / x.t, x.a));
-  attn_f_post.push_back(fwd("attention_out", x, x.h, x.h / x.t));
+    attn_f_post.push_back(fp8_fresh_cast("attention_out_fp8_cast", x.tokens * x.q / x.t, x.a));
+  attn_f_post.push_back(fwd("attention_out", x, x.h, x.q / x.t));
   attn_f_post.push_back(residual_add());
   const std::vector<Kernel> attn_f = joined(joined(attn_f_pre, attn_f_core), attn_f_post);
 
@@ -389,8 +390,8 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     if (eager && grouped)
       attn_bi_post.push_back(repeat_kv("repeat_kv_recompute"));
     if (autocast || eager)
-      attn_bi_post.push_back(elementwise("attention_output_copy_recompute", x.tokens, x.h / x.t, 2, x.a));
-    attn_bi_post.push_back(fwd("attention_out_recompute", x, x.h, x.h / x.t));
+      attn_bi_post.push_back(elementwise("attention_output_copy_recompute", x.tokens, x.q / x.t, 2, x.a));
+    attn_bi_post.push_back(fwd("attention_out_recompute", x, x.h, x.q / x.t));
     attn_bi_post.push_back(residual_add());
   }
   attn_bi_post.push_back(residual_backward());
@@ -400,9 +401,9 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     attn_bi_post.push_back(fp8_cast_transpose("attention_out_grad_fp8_cast", nt, x.h));
   if (cast_weights) // the weights again for the input gradients (weight_for_grad_input)
     attn_bi_post.push_back(fp8_stored_cast("attention_weight_fp8_cast_bwd", attn_weights, x.a));
-  attn_bi_post.push_back(dgrad("attention_out_dgrad", x, x.h, x.h / x.t));
+  attn_bi_post.push_back(dgrad("attention_out_dgrad", x, x.h, x.q / x.t));
   if (autocast || eager)
-    attn_bi_post.push_back(elementwise("attention_output_copy_bwd", x.tokens, x.h / x.t, 2, x.a));
+    attn_bi_post.push_back(elementwise("attention_output_copy_bwd", x.tokens, x.q / x.t, 2, x.a));
   std::vector<Kernel> attn_bi_core;
   if (s.training.recompute == "selective" && !by_op) // the attention core is recomputed inside backward
     attention_core(s, x, false, attn_bi_core);
@@ -428,9 +429,9 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     attn_bw.push_back(fp8_transpose("qkv_input_fp8_transpose", x.tokens, x.h));
   if (dynamic_fp8) {
     attn_bw.push_back(fp8_stored_cast("qkv_input_fp8_recast", x.tokens * x.h, x.a));
-    attn_bw.push_back(fp8_stored_cast("attention_out_input_fp8_recast", x.tokens * x.h / x.t, x.a));
+    attn_bw.push_back(fp8_stored_cast("attention_out_input_fp8_recast", x.tokens * x.q / x.t, x.a));
   }
-  attn_bw.insert(attn_bw.end(), {wgrad("attention_out_wgrad", x, x.h, x.h / x.t), wgrad("qkv_wgrad", x, qkv_n, x.h)});
+  attn_bw.insert(attn_bw.end(), {wgrad("attention_out_wgrad", x, x.h, x.q / x.t), wgrad("qkv_wgrad", x, qkv_n, x.h)});
 
   std::vector<Kernel> mlp_bi;
   if (by_op) { // the norm, the up projection (a gated MLP's second matmul) and the activation

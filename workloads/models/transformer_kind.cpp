@@ -67,6 +67,10 @@ double layer_activation_bytes(const Scenario& s)
   const double t  = s.parallelism.tensor;
   const bool sp   = s.parallelism.sequence_parallel;
   const double sbh = sq * b * h;
+  // The query's and the attention output's width, and the key's (or the value's), as shares of
+  // h (1 and query_groups / heads unless model.head_dim sets another head width).
+  const double q  = attention_width(m) / h;
+  const double kv = kv_width(m) / h;
   if (s.training.recompute == "full") // only each layer's input is kept
     return 2 * sbh / (sp ? t : 1);
   if (selective_by_op(s)) {
@@ -76,10 +80,9 @@ double layer_activation_bytes(const Scenario& s)
     // left out) and the gate projection's (fc1's, ungated) on the tensor shard, and a gated MLP's
     // down projection's whole output (its 7th matmul; an ungated MLP's fc2 is its 6th, not kept),
     // plus the reduce-scatter's shard after it with tensor > 1.
-    const double kv_ratio = double(m.num_query_groups) / m.num_attention_heads;
     const double f        = m.ffn_hidden_size / h;
     const double down     = m.mlp == "swiglu" ? 2 : 0;
-    return sbh * (2 / (sp ? t : 1) + (2 + 2 * kv_ratio + 2 + 2 * f) / t + down + (t > 1 ? 2 / t : 0));
+    return sbh * (2 / (sp ? t : 1) + (2 * q + 2 * kv + 2 * q + 2 * f) / t + down + (t > 1 ? 2 / t : 0));
   }
   // The 5as/h term is the attention scores and their dropout mask; selective recompute and fused
   // (flash) attention do not keep them.
@@ -91,7 +94,6 @@ double layer_activation_bytes(const Scenario& s)
   const double experts    = moe_activation_delta_bytes(s); // a MoE layer's experts instead of its MLP
   // Attention: the two norms' inputs, QKV's input and the dropout mask whole; Q, K and V (K and
   // V of the query groups only), and the output projection's input, sharded.
-  const double kv        = double(m.num_query_groups) / m.num_attention_heads;
   const double mask      = m.dropout > 0 ? 1 : 0;
   const bool fp8         = keeps_fp8_inputs(s);
   const LayerTerms mlp   = mlp_activation_terms(m, fp8);
@@ -108,7 +110,8 @@ double layer_activation_bytes(const Scenario& s)
   // all-to-all's result in sequence shards (deepspeed/sequence/layer.py: the output's
   // _SeqAllToAll saves nothing of its own). Selective recompute keeps neither of the core's.
   const bool second_output = ulysses > 1 && s.training.recompute == "none" && s.training.attention == "flash";
-  const double sharded     = 2 + 2 * kv + 2 * kv + 2 + (fp8 ? 1 : 0) + (second_output ? 2 : 0) + (autocast ? 2 : 0) + mlp.sharded;
+  const double sharded     = 2 * q + 2 * kv + 2 * kv + 2 * q + (fp8 ? q : 0) + (second_output ? 2 * q : 0) +
+                             (autocast ? 2 * q : 0) + mlp.sharded;
   if (sp)
     return sbh / t * (whole + sharded + scores) + experts;
   return sbh * (whole + sharded / t + scores / t) + experts;
@@ -135,7 +138,8 @@ namespace {
 double forward_flops_per_token(const ModelSpec& m, double seq, double expert_share)
 {
   double h      = m.hidden_size;
-  double kv     = h / m.num_attention_heads * m.num_query_groups;
+  double q      = attention_width(m); // Megatron's query_projection_size (kv_channels × heads)
+  double kv     = kv_width(m);
   double mlp    = is_moe(m) ? (m.mlp == "swiglu" ? 3.0 : 2.0) * h * expert_ffn_hidden_size(m) * m.moe_top_k *
                                   expert_share
                             : (m.mlp == "swiglu" ? 3.0 : 2.0) * h * m.ffn_hidden_size;
@@ -143,7 +147,7 @@ double forward_flops_per_token(const ModelSpec& m, double seq, double expert_sha
   // counted (Megatron's num_floating_point_operations, megatron/training/training.py: "# Shared
   // Experts." adds moe_shared_expert_intermediate_size × the gated-linear multiplier per MoE layer).
   mlp += (m.mlp == "swiglu" ? 3.0 : 2.0) * h * shared_experts_ffn_hidden_size(m);
-  double layer  = 2.0 * (h * (h + 2 * kv) + h * h + mlp) + 4.0 * seq * h;
+  double layer  = 2.0 * (h * (q + 2 * kv) + q * h + mlp) + 4.0 * seq * q;
   return m.num_layers * layer + 2.0 * h * m.vocab_size;
 }
 
@@ -181,6 +185,8 @@ public:
       r.integer("ffn_hidden_size", imported ? m.ffn_hidden_size : 4LL * m.hidden_size, 1, 4 * kMaxWidth));
   m.num_query_groups = static_cast<int>(r.integer(
       "num_query_groups", m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads, 1, kMaxWidth));
+  // Absent: hidden_size / num_attention_heads (0), or the HuggingFace config's head_dim.
+  m.head_dim = static_cast<int>(r.integer("head_dim", m.head_dim, 1, kMaxWidth));
   m.mlp             = r.text("mlp", m.mlp, {"gelu", "swiglu"});
   m.norm            = r.text("norm", m.norm, {"layernorm", "rmsnorm"});
   m.tied_embeddings = r.boolean("tied_embeddings", m.tied_embeddings);
@@ -205,7 +211,7 @@ public:
         {"num_attention_heads", {m.num_attention_heads, kMaxWidth}}, {"seq_length", {m.seq_length, kMaxTokens}},
         {"vocab_size", {m.vocab_size, kMaxTokens}},       {"ffn_hidden_size", {m.ffn_hidden_size, 4 * kMaxWidth}},
         {"num_query_groups", {m.num_query_groups, kMaxWidth}}, {"num_experts", {m.num_experts, kMaxExperts}},
-        {"moe_top_k", {m.moe_top_k, kMaxExperts}},
+        {"moe_top_k", {m.moe_top_k, kMaxExperts}},       {"head_dim", {m.head_dim > 0 ? m.head_dim : 1, kMaxWidth}},
         {"moe_ffn_hidden_size", {m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : 1, 4 * kMaxWidth}},
         {"moe_shared_expert_ffn_hidden_size",
          {m.moe_shared_expert_ffn_hidden_size > 0 ? m.moe_shared_expert_ffn_hidden_size : 1, 4 * kMaxWidth}}};
@@ -217,9 +223,18 @@ public:
 
   const bool shape_read = !r.problems().about(r.path_of("hidden_size")) &&
                           !r.problems().about(r.path_of("num_attention_heads"));
-  if (shape_read && m.hidden_size > 0 && m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads != 0)
-    r.problems().add(r.path_of("hidden_size"), fmt::format("{} is not divisible by num_attention_heads {}",
-                                                            m.hidden_size, m.num_attention_heads));
+  // Without head_dim the heads split the hidden size; with it the query is heads × head_dim wide,
+  // whatever the hidden size (Megatron's --kv-channels).
+  if (shape_read && m.head_dim == 0 && m.hidden_size > 0 && m.num_attention_heads > 0 &&
+      m.hidden_size % m.num_attention_heads != 0)
+    r.problems().add(r.path_of("hidden_size"),
+                     fmt::format("{} is not divisible by num_attention_heads {} (give model.head_dim for heads of "
+                                 "another width)",
+                                 m.hidden_size, m.num_attention_heads));
+  if (m.head_dim > 0 && 1LL * m.head_dim * m.num_attention_heads > kMaxWidth)
+    r.problems().add(r.path_of("head_dim"), fmt::format("{} × num_attention_heads {} is more than {}, the widest "
+                                                         "attention stepsim takes",
+                                                         m.head_dim, m.num_attention_heads, kMaxWidth));
   if (m.num_query_groups > m.num_attention_heads)
     r.problems().add(r.path_of("num_query_groups"), fmt::format("{} is more than num_attention_heads {}",
                                                                  m.num_query_groups, m.num_attention_heads));
@@ -295,12 +310,12 @@ public:
     }
     if (selective_by_op(s)) { // the key, output and up projections again (workloads/models/transformer.cpp)
       const ModelSpec& m = s.model;
-      const double kv    = double(m.hidden_size) / m.num_attention_heads * m.num_query_groups;
+      const double kv    = kv_width(m);
       const double up    = m.mlp == "swiglu" ? double(m.ffn_hidden_size) : 0.0;
-      return 3.0 * forward + tokens * m.num_layers * 2.0 * m.hidden_size * (kv + m.hidden_size + up);
+      return 3.0 * forward + tokens * m.num_layers * 2.0 * m.hidden_size * (kv + attention_width(m) + up);
     }
     if (s.training.recompute == "selective")
-      return 3.0 * forward + tokens * s.model.num_layers * 4.0 * s.model.seq_length * s.model.hidden_size;
+      return 3.0 * forward + tokens * s.model.num_layers * 4.0 * s.model.seq_length * attention_width(s.model);
     return 3.0 * forward;
   }
 

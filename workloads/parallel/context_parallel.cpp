@@ -17,7 +17,7 @@ int next_tag(int& tag)
 double ring_kv_bytes(const Scenario& s)
 {
   const auto& m         = s.model;
-  const double kv       = double(m.hidden_size) / m.num_attention_heads * m.num_query_groups;
+  const double kv       = kv_width(m);
   const double tokens   = double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context;
   return 2.0 * tokens * kv / s.parallelism.tensor * stored_element_bytes(s.training.precision);
 }

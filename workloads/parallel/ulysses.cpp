@@ -13,7 +13,7 @@ UlyssesExchange ulysses_exchange(const Scenario& s)
   if (u.degree <= 1)
     return u;
   const auto& m         = s.model;
-  const double head_dim = double(m.hidden_size) / m.num_attention_heads;
+  const double head_dim = attention_head_dim(m);
   const double tokens   = double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context;
   const double e        = stored_element_bytes(s.training.precision);
   const double t        = s.parallelism.tensor;

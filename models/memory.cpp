@@ -51,9 +51,15 @@ MemoryBreakdown zero_memory(const Scenario& s, const ModelFootprint& f, int weig
   const double g = s.training.gradient_precision == "fp32" ? 4 : e;
   m.gradients = psi * g / (zero >= 2 ? dp : 1);
   m.optimizer = psi * k / (zero >= 1 ? dp : 1);
-  if (f.expert_parameters > 0 && s.parallelism.expert > 1) {
-    // Experts are sharded over the ranks that hold the same experts: data × context / expert.
-    const double more = f.expert_parameters * (double(s.parallelism.expert) / dp - 1.0 / dp); // 1/edp − 1/dp
+  const auto& par = s.parallelism;
+  const bool own_expert_tensor = expert_tensor_size(par) != par.tensor;
+  if (f.expert_parameters > 0 && (par.expert > 1 || own_expert_tensor)) {
+    // Experts are sharded over the ranks that hold the same experts: data × context / expert, or
+    // with the experts' own tensor size tensor × data × context / (expert_tensor × expert).
+    const double edp  = own_expert_tensor ? double(par.tensor) * dp / (double(expert_tensor_size(par)) * par.expert)
+                                          : 0.0;
+    const double more = own_expert_tensor ? f.expert_parameters * (1.0 / edp - 1.0 / dp)
+                                          : f.expert_parameters * (double(par.expert) / dp - 1.0 / dp); // 1/edp − 1/dp
     if (zero >= 3)
       m.weights += more * e * weight_versions;
     if (zero >= 2)

@@ -238,7 +238,10 @@ InputReplayPlan input_plan_from_json(const nlohmann::json& j)
 double checkpoint_bytes_of_rank(const Scenario& s, int stage)
 {
   const ModelFootprint f = model_kind(s.model).footprint(s, stage, 1);
-  const double unique    = f.parameters - f.expert_parameters + f.expert_parameters * s.parallelism.expert;
+  // A stage's experts are split over expert × expert_tensor ranks, its dense layers over tensor.
+  const auto& p          = s.parallelism;
+  const double split     = expert_tensor_size(p) == p.tensor ? 1.0 : double(expert_tensor_size(p)) / p.tensor;
+  const double unique    = f.parameters - f.expert_parameters + f.expert_parameters * p.expert * split;
   return unique * (f.element_bytes + f.optimizer_bytes_per_parameter) / (s.parallelism.data * s.parallelism.context);
 }
 

@@ -333,3 +333,55 @@ TEST_CASE("MFU and HFU stay at most 1 when a capacity factor drops tokens", "[mo
   CHECK(r["hfu"].get<double>() <= 1.0);
   CHECK(r["mfu"].get<double>() > 0);
 }
+
+TEST_CASE("MoE under Transformer Engine's FP8: the experts' casts, FP8 saved inputs, one GEMM launch per expert",
+          "[moe]")
+{
+  nlohmann::json doc = moe_like(4, 4, 1, 1);
+  doc["platform"]["node_groups"][0]["gpu"] = "H100-SXM";
+  doc["training"]["precision"]             = "fp8";
+  doc["training"]["framework"]             = "megatron-core";
+  const Scenario s = scenario_from_json(doc);
+  const Workload w = lower(s);
+  auto kernels_named = [&](const Workload& of, const std::string& name) {
+    std::vector<Kernel> found;
+    for (const Work& work : of.works)
+      for (const Kernel& k : work.kernels)
+        if (k.name == name)
+          found.push_back(k);
+    return found;
+  };
+  // 8 experts over 4 ranks: 2 local experts, each of b × 2048 × 2 × 4 / 8 = b × 2048 token copies.
+  const double copies = 2 * 2048.0 * s.training.micro_batch_size;
+  const std::vector<std::pair<std::string, double>> casts = {{"expert_fc1_input_fp8_cast", 1024},
+                                                             {"expert_fc2_input_fp8_cast", 4096},
+                                                             {"expert_fc2_output_grad_fp8_cast", 1024},
+                                                             {"expert_fc1_output_grad_fp8_cast", 2 * 4096}};
+  for (const auto& [name, width] : casts) {
+    CAPTURE(name);
+    const auto found = kernels_named(w, name);
+    REQUIRE(!found.empty());
+    CHECK(found.front().bytes == Approx(copies * width * 4)); // bf16 read, FP8 and its transpose written
+  }
+  // Transformer Engine's GroupedLinear issues one cuBLAS GEMM per local expert.
+  for (const char* gemm : {"expert_fc1", "expert_fc2", "expert_fc1_dgrad", "expert_fc2_wgrad"}) {
+    CAPTURE(gemm);
+    CHECK(kernels_named(w, gemm).front().launches == 2);
+  }
+  // A bf16 run casts nothing; a profile without per-expert GEMMs launches one grouped GEMM.
+  nlohmann::json bf16               = doc;
+  bf16["training"]["precision"]     = "bf16";
+  bf16["training"]["framework"]     = "megatron-lm-2022";
+  const Workload plain              = lower(scenario_from_json(bf16));
+  CHECK(kernels_named(plain, "expert_fc1_input_fp8_cast").empty());
+  CHECK(kernels_named(plain, "expert_fc1").front().launches == 1);
+  // The experts' saved GEMM inputs at one byte: fc1's (hidden) and fc2's (FFN) per token copy,
+  // against two bytes under bf16 with the same framework.
+  nlohmann::json core_bf16           = doc;
+  core_bf16["training"]["precision"] = "bf16";
+  // (moe_activation_delta_bytes is what the experts keep less the dense MLP's, which FP8 changes too.)
+  const Scenario b     = scenario_from_json(core_bf16);
+  const double fp8_kept  = moe_activation_delta_bytes(s) + dense_mlp_activation_bytes(s);
+  const double bf16_kept = moe_activation_delta_bytes(b) + dense_mlp_activation_bytes(b);
+  CHECK(bf16_kept - fp8_kept == Approx(copies * (1024 + 4096)));
+}

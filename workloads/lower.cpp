@@ -474,7 +474,7 @@ private:
       return GroupDef{fmt::format(fmt::runtime(name), at(e, Axis::Pipeline), at(e, a), at(e, b)),
                       ranks_of(layout_, layout_.rank_of(x))};
     };
-    moe_.tensor_group  = layout_.tensor == 1 ? -1
+    moe_.tensor_group  = layout_.experts().size(Axis::Tensor) == 1 ? -1
                          : tensor == w_.groups[static_cast<size_t>(tp_group_)].ranks
                              ? tp_group_
                              : group(coord_, [&](const RankCoord& x) {

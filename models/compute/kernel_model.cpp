@@ -46,7 +46,7 @@ double gemm_seconds(const Kernel& k, const Device& d, const std::string& precisi
     }
   }
   double memory = k.bytes / bandwidth;
-  return std::max(best, memory) + c.kernel_overhead_s;
+  return std::max(best, memory) + c.kernel_overhead_s * k.launches;
 }
 
 double attention_seconds(const Kernel& k, const Device& d, const std::string& precision)

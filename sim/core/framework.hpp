@@ -136,6 +136,12 @@ struct FrameworkProfile {
   // runs it: Inductor folds each absolute maximum into the kernel that produces the tensor, except
   // a saved input's, which backward reads again (workloads/models/transformer.cpp).
   bool fp8_dynamic_scaling = false;
+  // A MoE layer's local experts run their GEMMs as one launch per expert, each expert's tokens a
+  // GEMM of its own (Transformer Engine's GroupedLinear: general_grouped_gemm issues one cuBLAS
+  // GEMM per expert over a few streams), not as one grouped kernel for all of them (CUTLASS's
+  // grouped GEMM, Megatron's legacy GroupedMLP). Each launch pays the device's kernel overhead
+  // (workloads/models/moe.cpp).
+  bool expert_gemm_per_expert = false;
   // What each behaviour above was read from: "behaviour: file (function), version".
   std::vector<std::string> sources;
 };

@@ -27,8 +27,10 @@ struct Kernel {
   double bytes  = 0;                     // bytes read and written (Memory), or element bytes (Gemm)
   double element_bytes = 2;
   double opaque_flops  = 0;              // Opaque
-  // Memory: how many times the kernel is launched in a row (a loop of copies, one per chunk);
-  // each launch pays the device's kernel overhead, the bytes are those of all of them together.
+  // How many times the kernel is launched in a row (Memory: a loop of copies, one per chunk;
+  // Gemm: a batch run as one GEMM per member, as Transformer Engine's grouped GEMM runs a MoE
+  // layer's experts); each launch pays the device's kernel overhead, the bytes and FLOPs are
+  // those of all of them together.
   double launches = 1;
   // Attention: the fused implementation that runs it (training.attention_kernel); empty, the
   // device's common figure.

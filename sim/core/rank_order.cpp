@@ -113,10 +113,14 @@ RankGrid dense_grid(const ParallelSpec& p)
   return RankGrid(without(rank_order_axes(p), Axis::Expert), {p.tensor, p.context, 1, p.data, p.pipeline});
 }
 
+// Megatron's expert RankGenerator numbers a stage's tensor × context × data ranks as expert
+// tensor (innermost), expert, expert-data: with the experts' own tensor size the expert groups
+// take ranks of the dense tensor group (expert_tensor below tensor) or of several (above it).
 RankGrid expert_grid(const ParallelSpec& p)
 {
-  const int expert_data = p.data * p.context / std::max(1, p.expert);
-  return RankGrid(without(rank_order_axes(p), Axis::Context), {p.tensor, 1, p.expert, expert_data, p.pipeline});
+  const int etp         = expert_tensor_size(p);
+  const int expert_data = p.tensor * p.context * p.data / std::max(1, etp * p.expert);
+  return RankGrid(without(rank_order_axes(p), Axis::Context), {etp, 1, p.expert, expert_data, p.pipeline});
 }
 
 std::string rank_order_problem(const ParallelSpec& p)
@@ -124,10 +128,17 @@ std::string rank_order_problem(const ParallelSpec& p)
   const RankGrid dense  = dense_grid(p);
   const RankGrid expert = expert_grid(p);
   const int expert_data = expert.size(Axis::Data);
-  if (p.pipeline > 1 && expert_data != p.data && !p.rank_order.ends_with("pp"))
+  if (p.pipeline > 1 && expert_data != p.data && !p.rank_order.ends_with("pp")) {
+    if (expert_tensor_size(p) != p.tensor)
+      return fmt::format("\"{}\" does not put pp outermost, so the expert layers' data-parallel size (tensor {} × "
+                         "data {} × context {} / (expert_tensor {} × expert {}) = {}) must equal data {}, as Megatron "
+                         "requires",
+                         p.rank_order, p.tensor, p.data, p.context, expert_tensor_size(p), p.expert, expert_data,
+                         p.data);
     return fmt::format("\"{}\" does not put pp outermost, so the expert layers' data-parallel size (data {} × context "
                        "{} / expert {} = {}) must equal data {}, as Megatron requires",
                        p.rank_order, p.data, p.context, p.expert, expert_data, p.data);
+  }
   for (int rank = 0; rank < dense.world_size(); ++rank) {
     if (dense.coords_of(rank)[at(Axis::Pipeline)] != 0)
       continue;

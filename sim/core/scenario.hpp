@@ -178,6 +178,12 @@ struct ParallelSpec {
   std::string context_attention = "ring";
   int ulysses_degree            = 1;
   int expert             = 1;
+  // The tensor-parallel size of the experts (Megatron-Core's --expert-tensor-parallel-size): each
+  // expert's FFN is split over this many ranks, and the expert-parallel groups are carved out of
+  // tensor × context × data / expert_tensor ranks; 0 = the dense layers' tensor size (Megatron's
+  // default). A MoE layer's tokens are then all-gathered and reduce-scattered over the expert
+  // tensor group, not the dense one (workloads/models/moe.hpp).
+  int expert_tensor      = 0;
   int virtual_stages     = 1;
   std::string schedule   = "1f1b";
   bool sequence_parallel = false;
@@ -226,6 +232,9 @@ struct ParallelSpec {
   // order; sim/core/rank_order.hpp).
   std::string rank_order = "tp-cp-ep-dp-pp";
 };
+
+// The experts' tensor-parallel size (ParallelSpec::expert_tensor, else the dense layers').
+inline int expert_tensor_size(const ParallelSpec& p) { return p.expert_tensor > 0 ? p.expert_tensor : p.tensor; }
 
 // The inside of a node; `type` names a builder in topologies/nodes/*.cpp (NodeTypeRegistry).
 struct IntraNodeSpec {

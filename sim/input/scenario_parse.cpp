@@ -117,6 +117,8 @@ void read_parallelism(JsonReader r, ParallelSpec& p, const FrameworkProfile& fra
   p.context             = static_cast<int>(r.integer("context", 1, 1, kMaxGpus));
   read_context_attention(r, p); // context_attention, ulysses_degree (sim/input/context_parse.hpp)
   p.expert              = static_cast<int>(r.integer("expert", 1, 1, kMaxGpus));
+  if (r.has("expert_tensor")) // else 0: the experts split as the dense layers (expert_tensor_size)
+    p.expert_tensor = static_cast<int>(r.integer("expert_tensor", std::nullopt, 1, kMaxGpus));
   p.rank_order          = r.text("rank_order", p.rank_order);
   try {
     rank_order_axes(p);
@@ -406,12 +408,33 @@ void check_shapes(const Scenario& s, const ModelHooks& model, Problems& problems
                  fmt::format("model.num_experts {} is not divisible by expert {}", m.num_experts, p.expert));
   if (m.num_experts == 0 && p.expert > 1)
     problems.add("parallelism.expert", fmt::format("{} needs a mixture-of-experts model (model.num_experts)", p.expert));
-  // Megatron carves the expert-parallel groups out of the data × context ranks ("tp-cp-ep-dp-pp").
-  if (p.expert > 1 && (1LL * p.data * p.context) % p.expert != 0)
+  // Megatron carves the expert-parallel groups out of the data × context ranks ("tp-cp-ep-dp-pp"),
+  // or, with the experts' own tensor size, out of a stage's tensor × context × data ranks less
+  // the expert tensor groups (megatron/core/parallel_state.py, initialize_model_parallel:
+  // expert_tensor_model_pipeline_parallel_size must divide the world size).
+  const bool own_expert_tensor = p.expert_tensor > 0 && p.expert_tensor != p.tensor;
+  const long long expert_ranks = own_expert_tensor ? 1LL * p.tensor * p.context * p.data : 1LL * p.data * p.context;
+  const long long expert_split = own_expert_tensor ? 1LL * p.expert_tensor * p.expert : p.expert;
+  if (p.expert_tensor > 0 && m.num_experts == 0)
+    problems.add("parallelism.expert_tensor",
+                 fmt::format("{} needs a mixture-of-experts model (model.num_experts)", p.expert_tensor));
+  else if (own_expert_tensor && expert_ranks % expert_split != 0)
+    problems.add("parallelism.expert_tensor",
+                 fmt::format("expert_tensor {} × expert {} = {} does not divide tensor {} × context {} × data {} = {}: "
+                             "the experts' tensor and expert-parallel groups are carved out of a stage's ranks",
+                             p.expert_tensor, p.expert, expert_split, p.tensor, p.context, p.data, expert_ranks));
+  else if (p.expert > 1 && !own_expert_tensor && (1LL * p.data * p.context) % p.expert != 0)
     problems.add("parallelism.expert", fmt::format("{} does not divide data {} × context {} = {}: expert-parallel "
                                                    "groups are carved out of the data × context ranks",
                                                    p.expert, p.data, p.context, 1LL * p.data * p.context));
-  if (m.num_experts > 0 && (1LL * p.data * p.context) % p.expert == 0 &&
+  if (p.expert_tensor > 0 && m.num_experts > 0) {
+    const int width = m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : m.ffn_hidden_size;
+    if (width > 0 && width % p.expert_tensor != 0)
+      problems.add("parallelism.expert_tensor", fmt::format("each expert's FFN width {} (model.moe_ffn_hidden_size, "
+                                                            "else ffn_hidden_size) is not divisible by expert_tensor {}",
+                                                            width, p.expert_tensor));
+  }
+  if (m.num_experts > 0 && expert_ranks % expert_split == 0 &&
       1LL * p.tensor * p.context * p.data * p.pipeline <= kMaxGpus)
     if (const std::string why = rank_order_problem(p); !why.empty())
       problems.add("parallelism.rank_order", why);

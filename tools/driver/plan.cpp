@@ -293,7 +293,8 @@ double estimate_step_seconds(const Scenario& s, const JobPlan& job)
   if (par.pipeline > 1)
     step += 2 * m * par.virtual_stages * activation_bytes(s) / par.tensor / nic_Bps;
   // The last bucket of gradients is reduced after backward ends: count a share of the reduction.
-  const double params = s.layers_on_stage(0) * layer_parameters_per_rank(s.model, par.tensor, par.expert);
+  const double params =
+      s.layers_on_stage(0) * layer_parameters_per_rank(s.model, par.tensor, par.expert, expert_tensor_size(par));
   step += 0.25 * ring_all_reduce_s(2 * params, par.data * par.context, nic_Bps, nic_latency);
   return step;
 }

@@ -1,5 +1,6 @@
 #include "workloads/models/moe.hpp"
 
+#include "sim/core/framework.hpp"
 #include "workloads/parallel/data_parallel.hpp"
 #include "workloads/models/transformer.hpp"
 
@@ -63,11 +64,16 @@ double routed_tokens_per_rank(const Scenario& s)
   return double(s.training.micro_batch_size) * s.model.seq_length / s.parallelism.context / s.parallelism.tensor;
 }
 
+double expert_tensor_gather(const ParallelSpec& p)
+{
+  return expert_tensor_size(p) == p.tensor ? 1.0 : double(expert_tensor_size(p)) / p.tensor;
+}
+
 double tokens_per_local_expert(const Scenario& s)
 {
   const auto& m = s.model;
   return m.moe_capacity_factor * double(s.training.micro_batch_size) * m.seq_length / s.parallelism.context *
-         m.moe_top_k * s.parallelism.expert / m.num_experts;
+         m.moe_top_k * s.parallelism.expert / m.num_experts * expert_tensor_gather(s.parallelism);
 }
 
 double moe_all_to_all_bytes(const Scenario& s)
@@ -88,10 +94,17 @@ double moe_activation_delta_bytes(const Scenario& s)
   const double h    = m.hidden_size;
   const double e    = stored_element_bytes(s.training.precision);
   const double dense = dense_mlp_activation_bytes(s); // the MLP the experts replace
-  const double copies = sb * m.moe_top_k * m.moe_capacity_factor; // token copies, each tensor rank all of them
-  const double ffn    = expert_ffn_hidden_size(m) / t;
+  // Token copies: each expert tensor rank holds all of its group's (the micro-batch's with the
+  // dense tensor size), each expert's FFN split over the group.
+  const double copies = sb * m.moe_top_k * m.moe_capacity_factor * expert_tensor_gather(s.parallelism);
+  const double ffn    = expert_ffn_hidden_size(m) / expert_tensor_size(s.parallelism);
   const double fc1    = ffn * (m.mlp == "swiglu" ? 2 : 1);
-  const double experts = copies * e * (h + fc1 + ffn) + sb * h / (sp ? t : 1) * (e + 1); // + router input, mask
+  // fc1's input, the activation's inputs and fc2's input of every token copy; under Transformer
+  // Engine's FP8 the two GEMMs' inputs as the FP8 copies they took, one byte an element
+  // (_GroupedLinear.forward saves its split_quantize'd inputs, columnwise only, as the dense
+  // layers' linears do: transformer_kind.cpp, keeps_fp8_inputs).
+  const double saved   = keeps_fp8_inputs(s) ? copies * (h + e * fc1 + ffn) : copies * e * (h + fc1 + ffn);
+  const double experts = saved + sb * h / (sp ? t : 1) * (e + 1); // + router input, mask
   // The shared experts keep what a dense MLP of their width keeps (transformer_kind.cpp,
   // mlp_activation_terms, at e bytes an element and without a dropout mask): fc1's input (a 1/t
   // shard under sequence parallelism, which Megatron gathers again for the weight gradient), the
@@ -111,8 +124,14 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
   const auto& m        = s.model;
   const double e       = element_bytes(s.training.precision);        // the GEMMs' operands
   const double a       = stored_element_bytes(s.training.precision); // every other tensor
-  // (An fp8 run's expert GEMMs take FP8 operands; the casts of their inputs and output gradients,
-  // which the dense layers count (transformer.cpp), are not counted here.)
+  const auto& framework = FrameworkRegistry::get(s.training.framework, "training.framework");
+  // Under Transformer Engine's FP8 each expert GEMM's bf16 input is cast to FP8 with its
+  // transpose (2 bytes read, 1 + 1 written an element), expert by expert (_GroupedLinear: tex.
+  // split_quantize of fc1's input, the permuted tokens, and of fc2's, the activation's bf16
+  // output; backward, of each output gradient), where the dense layers' norm and activation write
+  // FP8 themselves (transformer.cpp). torchao's float8 (fp8_dynamic_scaling) is not modelled for
+  // the experts: their GEMMs take FP8 operands without casts.
+  const bool te_fp8    = keeps_fp8_inputs(s);
   const double t       = s.parallelism.tensor;
   const double h       = m.hidden_size;
   const double experts = m.num_experts;
@@ -120,7 +139,7 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
   const double tokens  = routed_tokens_per_rank(s);
   const double routed  = tokens * m.moe_top_k * m.moe_capacity_factor; // token copies sent out
   const double per_expert = tokens_per_local_expert(s);
-  const double ffn     = expert_ffn_hidden_size(m) / t;
+  const double ffn     = expert_ffn_hidden_size(m) / expert_tensor_size(s.parallelism);
   const double fc1_n   = ffn * (m.mlp == "swiglu" ? 2 : 1);
   const double act     = m.mlp == "swiglu" ? 3 : 2; // swiglu reads two inputs
   auto add = [&](const char* name, std::vector<Kernel> kernels) {
@@ -134,10 +153,25 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
                                         gemm("router", tokens, experts, h, e),
                                         memory_kernel("router_softmax_topk", tokens * experts * 3 * 4),
                                         memory_kernel("permute", routed * h * 2 * a)};
-  const std::vector<Kernel> experts_f = {
-      gemm("expert_fc1", per_expert, fc1_n, h, e, local),
-      memory_kernel(m.mlp == "swiglu" ? "expert_swiglu" : "expert_gelu", local * per_expert * ffn * act * a),
-      gemm("expert_fc2", per_expert, h, ffn, e, local)};
+  // The local experts' GEMMs: one batched GEMM, or one launch per expert where the framework's
+  // grouped GEMM issues them so (FrameworkProfile::expert_gemm_per_expert).
+  auto expert_gemm = [&](const char* name, double m_, double n_, double k_) {
+    Kernel k = gemm(name, m_, n_, k_, e, local);
+    if (framework.expert_gemm_per_expert)
+      k.launches = local;
+    return k;
+  };
+  auto fp8_cast = [&](std::vector<Kernel>& kernels, const char* name, double width) {
+    if (te_fp8)
+      kernels.push_back(memory_kernel(name, local * per_expert * width * 4));
+  };
+  std::vector<Kernel> experts_f;
+  fp8_cast(experts_f, "expert_fc1_input_fp8_cast", h);
+  experts_f.push_back(expert_gemm("expert_fc1", per_expert, fc1_n, h));
+  experts_f.push_back(
+      memory_kernel(m.mlp == "swiglu" ? "expert_swiglu" : "expert_gelu", local * per_expert * ffn * act * a));
+  fp8_cast(experts_f, "expert_fc2_input_fp8_cast", ffn);
+  experts_f.push_back(expert_gemm("expert_fc2", per_expert, h, ffn));
   // The residual add, as the dense layer's (transformer.cpp): with dropout, a mask beside it.
   const bool dropout        = m.dropout > 0;
   const double residual_rw  = dropout ? 4 : 3;
@@ -148,12 +182,14 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
   const std::vector<Kernel> combine_b = {
       memory_kernel(dropout ? "dropout_residual_bwd" : "residual_add_bwd", tokens * h * residual_rw * a),
                                          memory_kernel("unpermute_combine_bwd", routed * h * 2 * a + tokens * h * a)};
-  const std::vector<Kernel> experts_bi = {
-      gemm("expert_fc2_dgrad", per_expert, ffn, h, e, local),
-      memory_kernel("expert_activation_bwd", local * per_expert * ffn * (act + 1) * a),
-      gemm("expert_fc1_dgrad", per_expert, h, fc1_n, e, local)};
-  const std::vector<Kernel> experts_bw = {gemm("expert_fc2_wgrad", ffn, h, per_expert, e, local),
-                                          gemm("expert_fc1_wgrad", h, fc1_n, per_expert, e, local)};
+  std::vector<Kernel> experts_bi;
+  fp8_cast(experts_bi, "expert_fc2_output_grad_fp8_cast", h);
+  experts_bi.push_back(expert_gemm("expert_fc2_dgrad", per_expert, ffn, h));
+  experts_bi.push_back(memory_kernel("expert_activation_bwd", local * per_expert * ffn * (act + 1) * a));
+  fp8_cast(experts_bi, "expert_fc1_output_grad_fp8_cast", fc1_n);
+  experts_bi.push_back(expert_gemm("expert_fc1_dgrad", per_expert, h, fc1_n));
+  const std::vector<Kernel> experts_bw = {expert_gemm("expert_fc2_wgrad", ffn, h, per_expert),
+                                          expert_gemm("expert_fc1_wgrad", h, fc1_n, per_expert)};
   const std::vector<Kernel> router_bi = {memory_kernel("permute_bwd", routed * h * 2 * a),
                                          memory_kernel("router_softmax_topk_bwd", tokens * experts * 3 * 4),
                                          gemm("router_dgrad", tokens, h, experts, e),

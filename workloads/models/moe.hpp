@@ -12,6 +12,17 @@
 // is `expert` consecutive ranks of the flattened (context, data) index; expert parameters'
 // gradients are reduced over the ranks holding the same experts (data × context / expert of
 // them), the dense parameters' over all data × context ranks.
+//
+// With the experts' own tensor size (parallelism.expert_tensor, Megatron-Core's
+// --expert-tensor-parallel-size, often 1 beside a dense tensor size of 2 to 8) the expert layers
+// number a stage's tensor × context × data ranks as (expert_tensor, expert, expert-data): each
+// rank routes its 1/tensor sequence shard, the dispatched tokens are all-gathered and the
+// experts' outputs reduce-scattered over the expert tensor group (none at 1), each expert's FFN is
+// split over it, and the expert-data group holds tensor × context × data / (expert_tensor ×
+// expert) ranks (megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher:
+// the all-to-all over the expert group, then gather_from_sequence_parallel_region over tp_group,
+// the expert tensor group; megatron/core/parallel_state.py, initialize_model_parallel's
+// expert_decoder_rank_generator).
 #pragma once
 
 #include "sim/core/scenario.hpp"
@@ -32,8 +43,12 @@ double expert_parameters_per_rank(const ModelSpec& m, int tensor, int expert);
 double router_parameters(const ModelSpec& m);
 // Tokens of one micro-batch that one rank routes: b·s/context, split over tensor.
 double routed_tokens_per_rank(const Scenario& s);
-// Tokens one local expert processes per micro-batch (after the tensor all-gather):
-// capacity_factor · b·(s/context)·top_k · expert / num_experts.
+// What the experts' tensor all-gather multiplies a rank's routed tokens by, over the dense
+// tensor size: expert_tensor / tensor (1 with Megatron's default, the experts split as the dense
+// layers; parallelism.expert_tensor).
+double expert_tensor_gather(const ParallelSpec& p);
+// Tokens one local expert processes per micro-batch (after the expert tensor all-gather):
+// capacity_factor · b·(s/context)·top_k · expert / num_experts · expert_tensor / tensor.
 double tokens_per_local_expert(const Scenario& s);
 // One rank's buffer in each token all-to-all (dispatch or combine, forward or backward):
 // routed tokens · top_k · capacity_factor · hidden · element bytes. A ring or direct all-to-all
@@ -84,7 +99,7 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works);
 struct MoeBlock {
   MoeWorks works{};
   int expert         = 1;  // expert-parallel degree
-  int tensor         = 1;
+  int tensor         = 1;  // the experts' tensor-parallel size (expert_tensor_size)
   int expert_group   = -1; // Workload::groups index: the all-to-all group
   int tensor_group   = -1;
   double all_to_all_bytes = 0; // moe_all_to_all_bytes

@@ -142,7 +142,7 @@ void attention_core(const Scenario& s, const Shape& x, bool backward, std::vecto
 
 } // namespace
 
-double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert)
+double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert, int expert_tensor)
 {
   double h    = m.hidden_size;
   double q    = attention_width(m);
@@ -152,7 +152,8 @@ double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert)
   double mlp  = moe ? 0 : mlp_matrices(m) * h * m.ffn_hidden_size;
   double biases = m.norm == "layernorm" ? (q + 2 * kv_hidden(m)) + h + (moe ? 0 : m.ffn_hidden_size + h) : 0;
   double norms  = m.norm == "layernorm" ? 4 * h : 2 * h;
-  double experts = moe ? expert_parameters_per_rank(m, tensor, expert) + router_parameters(m) +
+  double experts = moe ? expert_parameters_per_rank(m, expert_tensor > 0 ? expert_tensor : tensor, expert) +
+                             router_parameters(m) +
                              shared_expert_parameters_per_rank(m, tensor)
                        : 0;
   return (qkv + proj + mlp + biases) / tensor + norms + experts;

@@ -28,8 +28,9 @@ struct TransformerWorks {
 TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& works);
 
 // Parameters of one layer held by one tensor-parallel rank (norms replicated), with the
-// num_experts / expert experts a rank of an expert-parallel group holds in a MoE layer.
-double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert = 1);
+// num_experts / expert experts a rank of an expert-parallel group holds in a MoE layer, each split
+// over expert_tensor ranks (0: over tensor, Megatron's default).
+double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert = 1, int expert_tensor = 0);
 // Parameters of the whole model (embeddings once if tied).
 double model_parameters(const ModelSpec& m);
 double embedding_parameters_per_rank(const ModelSpec& m, int tensor);
@@ -47,6 +48,9 @@ double activation_bytes(const Scenario& s);
 double layer_activation_bytes(const Scenario& s);
 // What a dense layer's MLP block keeps for backward, bytes (what a MoE layer's experts replace).
 double dense_mlp_activation_bytes(const Scenario& s);
+// The run keeps each linear layer's saved input as the FP8 copy its GEMM took, one byte an
+// element (Transformer Engine's fp8; not torchao's float8). transformer_kind.cpp.
+bool keeps_fp8_inputs(const Scenario& s);
 // Bytes of one GEMM operand at the training precision (1 for fp8).
 double element_bytes(const std::string& precision);
 // Bytes of one element of the tensors a run keeps and sends: weights, the activations between the

@@ -323,7 +323,8 @@ public:
   {
     const int p      = s.parallelism.pipeline;
     const int t      = s.parallelism.tensor;
-    double params    = double(s.layers_on_stage(stage)) * layer_parameters_per_rank(s.model, t, s.parallelism.expert);
+    double params    = double(s.layers_on_stage(stage)) *
+                    layer_parameters_per_rank(s.model, t, s.parallelism.expert, expert_tensor_size(s.parallelism));
     if (stage == 0)
       params += embedding_parameters_per_rank(s.model, t);
     if (stage == p - 1) // the final norm, and the output layer or the last stage's copy of the tied embeddings
@@ -344,9 +345,11 @@ public:
       f.element_bytes                 = 4;
       f.optimizer_bytes_per_parameter = s.training.optimizer == "adam" ? 8 : 4;
     }
-    if (is_moe(s.model) && s.parallelism.expert > 1)
-      f.expert_parameters =
-          s.layers_on_stage(stage) * expert_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert);
+    // (Sharded apart from the dense parameters wherever their data-parallel groups differ.)
+    if (is_moe(s.model) && (s.parallelism.expert > 1 || expert_tensor_size(s.parallelism) != s.parallelism.tensor))
+      f.expert_parameters = s.layers_on_stage(stage) * expert_parameters_per_rank(s.model,
+                                                                                  expert_tensor_size(s.parallelism),
+                                                                                  s.parallelism.expert);
     const int p            = s.parallelism.pipeline;
     const double layers    = s.layers_on_stage(stage);
     // A recomputed layer keeps its input, the others all they save (a partial full recompute:
@@ -374,7 +377,8 @@ public:
     if (stage == p - 1)
       f.activations += (fp32_chain ? 12.0 : 4.0) * s.training.micro_batch_size * s.model.seq_length /
                        s.parallelism.context * s.model.vocab_size / s.parallelism.tensor;
-    double largest = layer_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert);
+    double largest = layer_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert,
+                                               expert_tensor_size(s.parallelism));
     if (stage == 0)
       largest = std::max(largest, embedding_parameters_per_rank(s.model, s.parallelism.tensor));
     if (stage == p - 1)
@@ -451,7 +455,7 @@ public:
       out.moe_layers           = true;
       out.moe.works            = add_moe_works(s, works);
       out.moe.expert           = s.parallelism.expert;
-      out.moe.tensor           = tensor;
+      out.moe.tensor           = expert_tensor_size(s.parallelism);
       out.moe.all_to_all_bytes = moe_all_to_all_bytes(s);
       out.moe.shared_gather_bytes = activation_bytes(s); // the shared experts' gathered input (moe.hpp)
       const MoeWorks& m        = out.moe.works;
@@ -461,7 +465,7 @@ public:
       custom[m.router_forward]         = BlockKind::MoeForward;
       custom[m.experts_backward]       = BlockKind::MoeBackward;
       custom[m.experts_backward_input] = BlockKind::MoeBackwardInput;
-      experts = expert_parameters_per_rank(s.model, tensor, s.parallelism.expert);
+      experts = expert_parameters_per_rank(s.model, expert_tensor_size(s.parallelism), s.parallelism.expert);
     }
     // The vocabulary-parallel embedding all-reduces its output; the head all-reduces its input
     // gradient. Neither is recomputed.
@@ -471,7 +475,8 @@ public:
     const double head_parameters =
         s.model.tied_embeddings ? 0.0 : double(s.model.vocab_size) * s.model.hidden_size / tensor;
     Layer head{{Block{t.head_forward, t.head_backward, -1, t.head_backward, -1, false, true}}, head_parameters, 0, false};
-    const double layer_parameters = layer_parameters_per_rank(s.model, tensor, s.parallelism.expert);
+    const double layer_parameters =
+        layer_parameters_per_rank(s.model, tensor, s.parallelism.expert, expert_tensor_size(s.parallelism));
     Layer layer{{attention, mlp}, layer_parameters - experts, experts, full, layer_parameter_tensors(s.model, tensor)};
     // torchao's float8 all-gather: a block's parameters are its linear weights but for two norm
     // vectors, and they travel in FP8 (the embedding and the output layer, left out of the float8

@@ -49,6 +49,14 @@ struct ModelSpec {
   // / num_attention_heads. Qwen3, Gemma and GPT-OSS set another: Qwen3-30B-A3B's 32 heads of 128
   // over a hidden size of 2048 make the query and the attention's output 4096 wide.
   int head_dim            = 0;
+  // Sliding-window attention (Mistral 7B v0.1, Gemma 2 and 3, GPT-OSS): a query attends to at
+  // most sliding_window keys, itself and the ones before it (HuggingFace's sliding_window;
+  // Megatron-Core's --window-size L,0 is L + 1 of them); 0 = the whole causal sequence.
+  // window_attn_skip_freq (Megatron-Core's): every N-th layer (the N-th, 2N-th, ...) attends over
+  // the whole sequence, the others in the window (GPT-OSS and Gemma 2 alternate, N = 2; Gemma 3,
+  // N = 6); 0 = every layer in the window.
+  int sliding_window        = 0;
+  int window_attn_skip_freq = 0;
   int ffn_hidden_size     = 0;
   int seq_length          = 0;
   int vocab_size          = 0;
@@ -101,6 +109,15 @@ inline double kv_width(const ModelSpec& m)
 {
   return m.head_dim > 0 ? double(m.head_dim) * m.num_query_groups
                         : double(m.hidden_size) / m.num_attention_heads * m.num_query_groups;
+}
+
+// Layer `index` (from 0) attends in the sliding window (ModelSpec::sliding_window), as
+// Megatron-Core picks its layers: window_attn_skip_freq N makes layer numbers (index + 1) that N
+// divides attend over the whole sequence (megatron/core/transformer/utils.py,
+// is_layer_window_attention, layer numbers from 1).
+inline bool windowed_layer(const ModelSpec& m, long long index)
+{
+  return m.sliding_window > 0 && (m.window_attn_skip_freq == 0 || (index + 1) % m.window_attn_skip_freq != 0);
 }
 
 // training.input: the data loader that feeds each data-parallel replica, as PyTorch's DataLoader

@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <set>
+#include <vector>
 
 namespace stepsim {
 
@@ -137,6 +139,87 @@ void import_experts(const nlohmann::json& c, const std::string& type, ModelSpec&
                                                   c["mlp_only_layers"].dump()));
   }
 }
+
+// Sliding-window attention as HuggingFace's models apply it (ModelSpec::sliding_window). Mistral
+// windows every layer by sliding_window, 4,096 where the config leaves it out (MistralConfig's
+// default; null: none); Mixtral's default is none (MixtralConfig). The Qwen types window only
+// under use_sliding_window (false by default), and then the layers from max_window_layers on
+// (Qwen2Config and Qwen3Config: layer_types "sliding_attention" where use_sliding_window and
+// i >= max_window_layers, a window of 4,096 and max_window_layers 28 where the config leaves them
+// out); a config that lists layer_types (transformers 4.53 and later write them) is read from the
+// list. stepsim windows every layer, or all but every N-th (window_attn_skip_freq); any other
+// pattern is refused.
+void import_sliding_window(const nlohmann::json& c, const std::string& type, ModelSpec& m, Problems& problems)
+{
+  const bool mistral = type == "mistral", mixtral = type == "mixtral";
+  const bool qwen    = type.rfind("qwen", 0) == 0;
+  if (!mistral && !mixtral && !qwen)
+    return;
+  auto window = [&]() { return get_int(c, "sliding_window", problems, 4096); }; // Qwen's configs' default
+  if (mistral || mixtral) {
+    if (!c.contains("sliding_window"))
+      m.sliding_window = mistral ? 4096 : 0;
+    else if (!c["sliding_window"].is_null())
+      m.sliding_window = window();
+    return;
+  }
+  // Qwen's attention takes config.sliding_window, which its config sets to None unless
+  // use_sliding_window (Qwen3Config.__post_init__), whatever layer_types says.
+  if (!get_bool(c, "use_sliding_window", problems, false))
+    return;
+  // Which layers (from 0) attend in the window.
+  std::vector<bool> windowed(static_cast<size_t>(std::max(m.num_layers, 0)), false);
+  if (given(c, "layer_types")) {
+    const auto& types = c["layer_types"];
+    if (!types.is_array() || types.size() != windowed.size()) {
+      problems.add("layer_types", fmt::format("expected a list of {} layer types (num_hidden_layers) in the "
+                                              "HuggingFace config, got {}",
+                                              windowed.size(), types.dump()));
+      return;
+    }
+    for (size_t i = 0; i < windowed.size(); ++i) {
+      if (types[i] != "sliding_attention" && types[i] != "full_attention") {
+        problems.add("layer_types", fmt::format("entry {} is {}: expected \"sliding_attention\" or "
+                                                "\"full_attention\"",
+                                                i, types[i].dump()));
+        return;
+      }
+      windowed[i] = types[i] == "sliding_attention";
+    }
+  } else {
+    // The first layer that windows (0: all of them); 28 where the config leaves it out, as
+    // Qwen2Config, Qwen2MoeConfig, Qwen3Config and Qwen3MoeConfig default it.
+    int from = 28;
+    if (given(c, "max_window_layers")) {
+      const auto& v = c["max_window_layers"];
+      if (!v.is_number_integer() || v.get<long long>() < 0) {
+        problems.add("max_window_layers",
+                     fmt::format("expected an integer >= 0 in the HuggingFace config, got {}", v.dump()));
+        return;
+      }
+      from = static_cast<int>(std::min<long long>(v.get<long long>(), m.num_layers));
+    }
+    from = std::min(from, m.num_layers);
+    for (size_t i = 0; i < windowed.size(); ++i)
+      windowed[i] = static_cast<int>(i) >= from;
+  }
+  const auto count = std::count(windowed.begin(), windowed.end(), true);
+  if (count == 0)
+    return;
+  m.sliding_window = window();
+  if (count == static_cast<long long>(windowed.size()))
+    return;
+  // Every N-th layer whole (window_attn_skip_freq N): the first whole layer's number is N.
+  const int n = static_cast<int>(std::find(windowed.begin(), windowed.end(), false) - windowed.begin()) + 1;
+  for (size_t i = 0; i < windowed.size(); ++i)
+    if (windowed[i] != (n < 2 || (i + 1) % static_cast<size_t>(n) != 0)) {
+      problems.add(given(c, "layer_types") ? "layer_types" : "max_window_layers",
+                   fmt::format("these layers window their attention in a pattern stepsim does not express: it "
+                               "windows every layer, or all but every N-th (model.window_attn_skip_freq)"));
+      return;
+    }
+  m.window_attn_skip_freq = n;
+}
 } // namespace
 
 ModelSpec import_hf_config(const nlohmann::json& c)
@@ -191,6 +274,7 @@ ModelSpec import_hf_config(const nlohmann::json& c)
     if (c.contains("head_dim") && !c["head_dim"].is_null())
       m.head_dim = get_int(c, "head_dim", problems);
     import_experts(c, type, m, problems);
+    import_sliding_window(c, type, m, problems);
   } else if (problems.empty()) { // a model_type that is no string is already reported
     problems.add("model_type", fmt::format("\"{}\" is not a supported HuggingFace model type; expected one of "
                                            "\"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", "

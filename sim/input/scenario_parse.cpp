@@ -403,6 +403,14 @@ void check_shapes(const Scenario& s, const ModelHooks& model, Problems& problems
   if (p.sequence_parallel && m.seq_length > 0 && m.seq_length % p.tensor != 0)
     problems.add("parallelism.sequence_parallel",
                  fmt::format("model.seq_length {} is not divisible by tensor {}", m.seq_length, p.tensor));
+  // Context parallelism splits the causal sequence over ranks as if every query saw all keys
+  // before it; a sliding window would leave most ring steps or gathered keys unused, which its
+  // lowering (workloads/parallel/context_parallel.hpp) does not model.
+  if (m.sliding_window > 0 && p.context > 1)
+    problems.add("parallelism.context",
+                 fmt::format("{} with model.sliding_window {}: context-parallel attention over a sliding window is "
+                             "not modelled; expected 1",
+                             p.context, m.sliding_window));
   if (m.num_experts > 0 && m.num_experts % p.expert != 0)
     problems.add("parallelism.expert",
                  fmt::format("model.num_experts {} is not divisible by expert {}", m.num_experts, p.expert));

@@ -135,6 +135,17 @@ namespace {
 // count min(1, capacity factor) (Megatron's count: no capacity padding, no router; a capacity
 // below 1 drops the overflowing tokens, which are then not computed); hardware FLOPs count the
 // capacity factor itself, padding included, as the experts' GEMMs are sized (moe.hpp).
+// Keys a query attends to, summed over the layers, as Megatron's FLOP count takes them: the
+// sequence in a layer of whole causal attention, min(window, sequence) in a windowed one (the
+// count of Megatron-Bridge's performance scripts, swa_context = min(effective_window, seq)).
+double attended_keys_over_layers(const ModelSpec& m, double seq)
+{
+  if (m.sliding_window == 0 || m.sliding_window >= seq)
+    return m.num_layers * seq;
+  const long long full = m.window_attn_skip_freq > 0 ? m.num_layers / m.window_attn_skip_freq : 0;
+  return double(full) * seq + double(m.num_layers - full) * m.sliding_window;
+}
+
 double forward_flops_per_token(const ModelSpec& m, double seq, double expert_share)
 {
   double h      = m.hidden_size;
@@ -147,6 +158,9 @@ double forward_flops_per_token(const ModelSpec& m, double seq, double expert_sha
   // counted (Megatron's num_floating_point_operations, megatron/training/training.py: "# Shared
   // Experts." adds moe_shared_expert_intermediate_size × the gated-linear multiplier per MoE layer).
   mlp += (m.mlp == "swiglu" ? 3.0 : 2.0) * h * shared_experts_ffn_hidden_size(m);
+  if (m.sliding_window > 0 && m.sliding_window < seq) // the attention's keys differ from layer to layer
+    return m.num_layers * 2.0 * (h * (q + 2 * kv) + q * h + mlp) + 4.0 * q * attended_keys_over_layers(m, seq) +
+           2.0 * h * m.vocab_size;
   double layer  = 2.0 * (h * (q + 2 * kv) + q * h + mlp) + 4.0 * seq * q;
   return m.num_layers * layer + 2.0 * h * m.vocab_size;
 }
@@ -187,6 +201,15 @@ public:
       "num_query_groups", m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads, 1, kMaxWidth));
   // Absent: hidden_size / num_attention_heads (0), or the HuggingFace config's head_dim.
   m.head_dim = static_cast<int>(r.integer("head_dim", m.head_dim, 1, kMaxWidth));
+  // Absent: the whole causal sequence (0), or the HuggingFace config's sliding window.
+  m.sliding_window = static_cast<int>(r.integer("sliding_window", m.sliding_window, 1, kMaxTokens));
+  m.window_attn_skip_freq =
+      static_cast<int>(r.integer("window_attn_skip_freq", m.window_attn_skip_freq, 2, kMaxLayers));
+  if (m.window_attn_skip_freq > 0 && m.sliding_window == 0 && !r.problems().about(r.path_of("sliding_window")))
+    r.problems().add(r.path_of("window_attn_skip_freq"),
+                     fmt::format("{} picks the layers that attend over the whole sequence among windowed ones, and "
+                                 "model.sliding_window is not given",
+                                 m.window_attn_skip_freq));
   m.mlp             = r.text("mlp", m.mlp, {"gelu", "swiglu"});
   m.norm            = r.text("norm", m.norm, {"layernorm", "rmsnorm"});
   m.tied_embeddings = r.boolean("tied_embeddings", m.tied_embeddings);
@@ -212,6 +235,7 @@ public:
         {"vocab_size", {m.vocab_size, kMaxTokens}},       {"ffn_hidden_size", {m.ffn_hidden_size, 4 * kMaxWidth}},
         {"num_query_groups", {m.num_query_groups, kMaxWidth}}, {"num_experts", {m.num_experts, kMaxExperts}},
         {"moe_top_k", {m.moe_top_k, kMaxExperts}},       {"head_dim", {m.head_dim > 0 ? m.head_dim : 1, kMaxWidth}},
+        {"sliding_window", {m.sliding_window > 0 ? m.sliding_window : 1, kMaxTokens}},
         {"moe_ffn_hidden_size", {m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : 1, 4 * kMaxWidth}},
         {"moe_shared_expert_ffn_hidden_size",
          {m.moe_shared_expert_ffn_hidden_size > 0 ? m.moe_shared_expert_ffn_hidden_size : 1, 4 * kMaxWidth}}};
@@ -315,7 +339,10 @@ public:
       return 3.0 * forward + tokens * m.num_layers * 2.0 * m.hidden_size * (kv + attention_width(m) + up);
     }
     if (s.training.recompute == "selective")
-      return 3.0 * forward + tokens * s.model.num_layers * 4.0 * s.model.seq_length * attention_width(s.model);
+      return s.model.sliding_window > 0 && s.model.sliding_window < s.model.seq_length
+                 ? 3.0 * forward + tokens * 4.0 * attended_keys_over_layers(s.model, s.model.seq_length) *
+                                       attention_width(s.model)
+                 : 3.0 * forward + tokens * s.model.num_layers * 4.0 * s.model.seq_length * attention_width(s.model);
     return 3.0 * forward;
   }
 
@@ -483,6 +510,40 @@ public:
     // conversion, in 16 bits).
     if (s.parallelism.float8_all_gather)
       layer.gathered_element_bytes = 1;
+    // Sliding-window attention (model.sliding_window): a windowed layer runs the attention works
+    // with each fused attention kernel cut to the band of keys its queries see, W·s − W(W−1)/2
+    // query-key pairs over a sequence of s instead of the causal s²/2, as FlashAttention's and
+    // cuDNN's sliding-window kernels skip the blocks outside the band (flash_attn_func's
+    // window_size=(W−1, 0); Transformer Engine's window_size). Unfused attention still
+    // materialises all s² scores and masks them. The layers windowed_layer() leaves out attend
+    // over the whole sequence.
+    Layer windowed = layer;
+    const bool windows = s.model.sliding_window > 0 && s.model.sliding_window < s.model.seq_length;
+    if (windows) {
+      const double w = s.model.sliding_window;
+      auto windowed_work = [&](int work) {
+        if (work < 0)
+          return work;
+        Work copy    = works[static_cast<size_t>(work)];
+        bool changed = false;
+        for (Kernel& k : copy.kernels)
+          if (k.kind == KernelKind::Attention && w < k.m) {
+            k.n      = w - w * (w - 1) / (2 * k.m); // keys per query on average
+            k.causal = false;
+            changed  = true;
+          }
+        if (!changed)
+          return work;
+        copy.name += "_windowed";
+        works.push_back(std::move(copy));
+        return static_cast<int>(works.size() - 1);
+      };
+      Block& a         = windowed.blocks[0];
+      a.forward        = windowed_work(a.forward);
+      a.backward       = windowed_work(a.backward);
+      a.recompute      = windowed_work(a.recompute);
+      a.backward_input = windowed_work(a.backward_input);
+    }
 
     out.stages.resize(static_cast<size_t>(p * v));
     long long first = 0; // the model's index of the chunk's first layer
@@ -493,10 +554,11 @@ public:
       const int n = s.layers_in_virtual_stage(vs);
       const int g = s.training.recompute_group;
       for (int j = 0; j < n; ++j) { // a partial full recompute rebuilds some of them (training.recompute_every)
-        layer.recomputed = full && s.layer_recomputed(first + j, j);
+        Layer& l = windows && windowed_layer(s.model, first + j) ? windowed : layer;
+        l.recomputed = full && s.layer_recomputed(first + j, j);
         // Uniform groups are rebuilt at their last layer's backward, the first layer first.
-        layer.recompute_span = j % g == g - 1 || j == n - 1 ? j % g + 1 : 0;
-        layers.push_back(layer);
+        l.recompute_span = j % g == g - 1 || j == n - 1 ? j % g + 1 : 0;
+        layers.push_back(l);
       }
       first += n;
       if (vs == p * v - 1)

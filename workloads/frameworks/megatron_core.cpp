@@ -3,6 +3,7 @@
 // is given (off by default).
 #include "sim/core/framework.hpp"
 #include "workloads/frameworks/context.hpp"
+#include "workloads/frameworks/grouped_linear.hpp"
 
 namespace stepsim {
 namespace {
@@ -26,12 +27,7 @@ const bool registered = FrameworkRegistry::add(
         .attention_kernel = "cudnn",
         .tensor_backward_overlap = true,
         .expert_gemm_per_expert = true,
-        .sources = {"expert_gemm_per_expert: megatron/core/models/gpt/gpt_layer_specs.py (get_mlp_module_spec: "
-                    "--moe-grouped-gemm with Transformer Engine builds TEGroupedMLP unless "
-                    "--moe-use-legacy-grouped-gemm); transformer_engine/pytorch/module/grouped_linear.py "
-                    "(_GroupedLinear.forward and backward: general_grouped_gemm over m_splits, one cuBLAS GEMM "
-                    "per expert on the multi-stream workspaces), Megatron-Core 0.8 and later with Transformer "
-                    "Engine 1.9 and later",
+        .sources = {frameworks::kExpertGemmPerExpertSource,
                     "pipeline_transfer_synchronizes_host: megatron/core/pipeline_parallel/p2p_communication.py "
                     "(_communicate: torch.cuda.synchronize() after torch.distributed.batch_isend_irecv when "
                     "config.batch_p2p_comm and config.batch_p2p_sync, both True by default in "

@@ -143,3 +143,26 @@ TEST_CASE("expert_tensor equal to tensor is Megatron's default: the same report"
   REQUIRE(rc.exit_code == 0);
   CHECK(read("etp_implicit.out.json") != read("etp_whole.out.json"));
 }
+
+TEST_CASE("expert_tensor 2 above tensor 1: the experts' own tensor group gathers the tokens", "[moe][expert_tensor]")
+{
+  // tensor 1 × data 8; experts split over 2 ranks, expert 2, expert-data 8 / 4 = 2.
+  const Scenario s = scenario_from_json(moe_plan(1, 8, 2, 2));
+  const Layout l(s.parallelism);
+  CHECK(expert_tensor_group_ranks(l, 5) == std::vector<int>{4, 5});
+  CHECK(expert_group_ranks(l, 5) == std::vector<int>{5, 7});
+  CHECK(expert_data_group_ranks(l, 5) == std::vector<int>{1, 5});
+  const Workload w = lower(s);
+  const Kernel& fc1 = kernel_named(w, "expert_fc1");
+  CHECK(fc1.m == Approx(2 * 2048 * 2 * 2 / 8.0)); // two ranks' tokens, top 2, expert 2 of 8 experts
+  CHECK(fc1.n == Approx(4096));                   // each expert's FFN halved
+  int gathers = 0;
+  for (auto v : boost::make_iterator_range(boost::vertices(w.ranks[0].graph))) {
+    const Task& task = w.ranks[0].graph[v];
+    if (task.kind == TaskKind::Collective && task.stream == Stream::Tensor) {
+      CHECK(w.groups[static_cast<size_t>(task.group)].ranks.size() == 2u);
+      ++gathers;
+    }
+  }
+  CHECK(gathers == 2 * 2 * 4 * 2); // a gather and a scatter per MoE layer and micro-batch, each pass
+}

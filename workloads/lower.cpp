@@ -475,7 +475,7 @@ private:
                       ranks_of(layout_, layout_.rank_of(x))};
     };
     moe_.tensor_group  = layout_.experts().size(Axis::Tensor) == 1 ? -1
-                         : tensor == w_.groups[static_cast<size_t>(tp_group_)].ranks
+                         : tp_group_ >= 0 && tensor == w_.groups[static_cast<size_t>(tp_group_)].ranks
                              ? tp_group_
                              : group(coord_, [&](const RankCoord& x) {
                                  return expert_def(x, "expert_tensor/pp{}/ep{}/edp{}", Axis::Expert, Axis::Data,

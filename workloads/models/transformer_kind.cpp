@@ -131,10 +131,6 @@ double dense_mlp_activation_bytes(const Scenario& s)
 
 namespace {
 
-// `expert_share`: of the top_k expert passes per token, the share the experts run. Model FLOPs
-// count min(1, capacity factor) (Megatron's count: no capacity padding, no router; a capacity
-// below 1 drops the overflowing tokens, which are then not computed); hardware FLOPs count the
-// capacity factor itself, padding included, as the experts' GEMMs are sized (moe.hpp).
 // Keys a query attends to, summed over the layers, as Megatron's FLOP count takes them: the
 // sequence in a layer of whole causal attention, min(window, sequence) in a windowed one (the
 // count of Megatron-Bridge's performance scripts, swa_context = min(effective_window, seq)).
@@ -146,6 +142,10 @@ double attended_keys_over_layers(const ModelSpec& m, double seq)
   return double(full) * seq + double(m.num_layers - full) * m.sliding_window;
 }
 
+// `expert_share`: of the top_k expert passes per token, the share the experts run. Model FLOPs
+// count min(1, capacity factor) (Megatron's count: no capacity padding, no router; a capacity
+// below 1 drops the overflowing tokens, which are then not computed); hardware FLOPs count the
+// capacity factor itself, padding included, as the experts' GEMMs are sized (moe.hpp).
 double forward_flops_per_token(const ModelSpec& m, double seq, double expert_share)
 {
   double h      = m.hidden_size;

@@ -208,10 +208,11 @@ void read_calibration(JsonReader r, DeviceCalibration& c)
   r.raw("fitted_on_by_kernel"); // the runs an attention kernel's figure was fitted on (fit_runs.py --attention-kernel)
   r.raw("source_by_kernel");
   r.raw("held_out");  // runs of the same source kept out of the fit, to show its error (fit_framework.py)
-  // The runs step_host_overhead was fitted on and held out from, and how (fit_step_overhead.py).
-  r.raw("step_host_overhead_fitted_on");
-  r.raw("step_host_overhead_held_out");
-  r.raw("step_host_overhead_source");
+  // The runs step_host_overhead and host_launch_overhead were fitted on and held out from, and
+  // how (fit_step_overhead.py).
+  for (const char* figure : {"step_host_overhead", "host_launch_overhead"})
+    for (const char* about : {"_fitted_on", "_held_out", "_source"})
+      r.raw(std::string(figure) + about);
   r.raw("framework");
   r.raw("comm_compute_interference_source");
   r.raw("notes");

@@ -24,6 +24,12 @@ std::optional<LinkEfficiency>& override_slot()
   return slot;
 }
 
+int& generation_slot()
+{
+  static int generation = 0;
+  return generation;
+}
+
 // "nccl_group_launch" (links.json and a cluster's calibration file alike): what one host thread
 // spends per GPU it drives (tools/driver/collective_bench.hpp nccl_tests_iteration_seconds);
 // `current` where the entry leaves it out.
@@ -445,9 +451,16 @@ LinkEfficiency load_network_calibration(const std::string& file, const LinkEffic
 ScopedLinkEfficiency::ScopedLinkEfficiency(const LinkEfficiency& links) : previous_(override_slot())
 {
   override_slot() = links;
+  ++generation_slot();
 }
 
-ScopedLinkEfficiency::~ScopedLinkEfficiency() { override_slot() = previous_; }
+ScopedLinkEfficiency::~ScopedLinkEfficiency()
+{
+  override_slot() = previous_;
+  ++generation_slot();
+}
+
+int link_efficiency_generation() { return generation_slot(); }
 
 } // namespace stepsim
 

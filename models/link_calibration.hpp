@@ -125,6 +125,11 @@ private:
   std::optional<LinkEfficiency> previous_;
 };
 
+// Which calibration link_efficiency() answers, as a number that changes whenever a
+// ScopedLinkEfficiency begins or ends: the collective models' caches (a pick, a launch's time)
+// hold for one calibration only, and key on it.
+int link_efficiency_generation();
+
 // The scope of a scenario's simulation.network_calibration, for its simulation (nullptr when the
 // key is absent). InputError as load_network_calibration.
 std::unique_ptr<ScopedLinkEfficiency> network_calibration_scope(const SimulationSpec& s);

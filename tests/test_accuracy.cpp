@@ -228,6 +228,45 @@ TEST_CASE("accuracy: --leave-out refits a framework's host time between steps on
   CHECK(std::find(dropped.begin(), dropped.end(), "H100-SXM.megatron-core.json's step_host_overhead") != dropped.end());
 }
 
+TEST_CASE("accuracy: --leave-out refits a framework's host time per launch on the kept runs it was fitted on, "
+          "and drops it where none is kept",
+          "[accuracy]")
+{
+  // configs/calibration/GB200.megatron-core.json: host_launch_overhead fitted on Megatron-Bridge's
+  // GB200 runs (tools/calibrate/fit_step_overhead.py --figure host_launch_overhead), the Llama 3
+  // 8B and Qwen3 30B-A3B runs among them.
+  namespace fs           = std::filesystem;
+  const fs::path in      = fs::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
+  const fs::path dir     = fs::path(stepsim::testing::write_temp_file("launch-refit.keep", "")).parent_path() / "launch-refit";
+  fs::create_directories(dir);
+  fs::copy_file(in / "megatron-bridge" / "mbridge2511_llama3_8b_8xgb200_fp8cs.json",
+                dir / "mbridge2511_llama3_8b_8xgb200_fp8cs.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(in / "megatron-bridge-moe" / "mbridge2511_qwen3_30b_a3b_8xgb200_fp8mx.json",
+                dir / "mbridge2511_qwen3_30b_a3b_8xgb200_fp8mx.json", fs::copy_options::overwrite_existing);
+  auto launch_refit = [](const nlohmann::json& l) {
+    if (!l.contains("refits")) // nothing refitted
+      return nlohmann::json();
+    for (const auto& refit : l["refits"])
+      if (refit["figure"] == "host_launch_overhead")
+        return refit;
+    return nlohmann::json();
+  };
+  // The MoE run held out: refitted on the 8B run alone, and the MoE run predicted with it.
+  const nlohmann::json r     = accuracy_report(dir.string() + " --leave-out qwen3_30b");
+  const nlohmann::json refit = launch_refit(r["left_out"]);
+  REQUIRE_FALSE(refit.is_null());
+  CHECK(refit["framework_figure"] == "GB200.megatron-core.json");
+  CHECK(refit["fitted_on_runs"].get<int>() == 1);
+  CHECK(refit["refitted"].get<double>() >= 0.0);
+  CHECK(refit["refitted"].get<double>() <= 1e-3);
+  CHECK(refit["shipped"].get<double>() == Approx(104e-6));
+  // Both held out: none of its runs is kept, so it is dropped.
+  const nlohmann::json d = accuracy_report(dir.string() + " --leave-out 8xgb200");
+  CHECK(launch_refit(d["left_out"]).is_null());
+  const auto dropped = d["left_out"]["dropped"].get<std::vector<std::string>>();
+  CHECK(std::find(dropped.begin(), dropped.end(), "GB200.megatron-core.json's host_launch_overhead") != dropped.end());
+}
+
 TEST_CASE("accuracy: the H100's fp8 GEMM and cuDNN attention figures, fitted on NeMo's FP8 runs, are refitted "
           "together without a left-out family, which they then predict",
           "[accuracy]")

@@ -707,3 +707,35 @@ TEST_CASE("an all-to-all runs with LL or Simple, never LL128, as NCCL's point-to
   const auto protocols = protocols_for(direct);
   CHECK(protocols == std::vector<Protocol>{Protocol::LL, Protocol::Simple});
 }
+
+TEST_CASE("a cluster's own calibration sets a protocol's bytes on the wire and its latency for algorithms made before it",
+          "[collectives_nccl]")
+{
+  // `stepsim collective --network-calibration` and a scenario's simulation.network_calibration lay
+  // the file over links.json once the collective algorithms exist: what each protocol puts on the
+  // wire and its base latency are read as each collective is timed, and the picks and launch
+  // times cached under links.json are not reused under the file (it made LL's fitted wire factor
+  // a no-op there: a log's fit reported one curve and the file gave another).
+  const auto& ll     = with_protocol(CollectiveRegistry::get("ring", ""), Protocol::LL);
+  GroupShape g       = nodes_of(1, 8);
+  g.intra            = PathCost{1e-6, 100e9}; // a path with a latency: the launch is paid
+  const double bytes = 1 << 20;
+  const double shipped_s = planned_seconds(ll, CollectiveOp::AllReduce, g, bytes);
+  const double shipped_launch_s = launch_seconds(ll, CollectiveOp::AllReduce, g, bytes);
+  // What a megabyte more costs: the bytes on the wire alone (the steps' latencies do not grow).
+  const double shipped_per_mb_s = planned_seconds(ll, CollectiveOp::AllReduce, g, 2 * bytes) - shipped_s;
+  LinkEfficiency mine = link_efficiency();
+  auto& cost          = mine.protocols[static_cast<size_t>(Protocol::LL)];
+  cost.wire_factor *= 10;
+  cost.base_ring_s += 10e-6;
+  {
+    ScopedLinkEfficiency scope(mine);
+    const double launch_s = launch_seconds(ll, CollectiveOp::AllReduce, g, bytes);
+    CHECK(launch_s == Approx(shipped_launch_s + 10e-6));
+    // Ten times the bytes on the wire: each megabyte more ten times as long.
+    CHECK(planned_seconds(ll, CollectiveOp::AllReduce, g, 2 * bytes) -
+              planned_seconds(ll, CollectiveOp::AllReduce, g, bytes) ==
+          Approx(10 * shipped_per_mb_s).epsilon(1e-6));
+  }
+  CHECK(planned_seconds(ll, CollectiveOp::AllReduce, g, bytes) == shipped_s);
+}

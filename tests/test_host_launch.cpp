@@ -126,3 +126,64 @@ TEST_CASE("simulation.host_launch_overhead is a time from 0 to 10 ms")
   doc["simulation"]["host_launch_overhead"] = "25us";
   CHECK(scenario_from_json(doc).simulation.host_launch_overhead_s == Approx(25e-6));
 }
+
+namespace {
+
+// The generic profile whose host waits for the GPU in every MoE layer's token dispatch, as
+// Megatron-Core's dropless alltoall dispatcher does; registered on first use.
+const char* moe_synchronizing_profile()
+{
+  static const bool registered = [] {
+    FrameworkProfile p               = FrameworkRegistry::get("generic", "test");
+    p.moe_dispatch_synchronizes_host = true;
+    return FrameworkRegistry::add("test-moe-sync", "test only", p);
+  }();
+  (void)registered;
+  return "test-moe-sync";
+}
+
+// Four MoE layers (8 experts, top 2) on one GPU, four micro-batches.
+nlohmann::json moe_on_one_gpu(const char* framework)
+{
+  nlohmann::json doc = testing::small_scenario(1, 1, 4);
+  doc["model"]       = {{"num_layers", 4},       {"hidden_size", 1024}, {"num_attention_heads", 16},
+                        {"num_query_groups", 4}, {"seq_length", 1024},  {"vocab_size", 32000},
+                        {"mlp", "swiglu"},       {"norm", "rmsnorm"},   {"num_experts", 8},
+                        {"moe_top_k", 2}};
+  doc["training"]["framework"] = framework;
+  return doc;
+}
+
+} // namespace
+
+TEST_CASE("a host that waits for the GPU in each MoE layer's token dispatch loses its lead there")
+{
+  // The lowering marks the routers' forward, and nothing else, as what the host waits for.
+  for (const char* framework : {"generic", "megatron-core", moe_synchronizing_profile()}) {
+    const Workload w = lower(scenario_from_json(moe_on_one_gpu(framework)));
+    int marked = 0, routers = 0;
+    for (const Work& work : w.works) {
+      marked += work.synchronizes_host ? 1 : 0;
+      routers += work.name == "moe_router_forward" ? 1 : 0;
+      if (work.synchronizes_host)
+        CHECK(work.name == "moe_router_forward");
+    }
+    REQUIRE(routers > 0);
+    CHECK(marked == (std::string(framework) == "generic" ? 0 : routers));
+  }
+  // Launches at half the GPU's time in all: the host's lead over the long kernels hides its slow
+  // ones, unless it has to wait for the GPU in every layer and so starts each layer's later
+  // kernels from behind.
+  nlohmann::json doc          = moe_on_one_gpu("generic");
+  const Report plain          = run_with(doc, nullptr);
+  const double launches       = launches_of(doc);
+  const std::string half      = fmt::format("{}us", 0.5 * plain.step_time_s / launches * 1e6);
+  const Report ahead          = run_with(doc, half.c_str());
+  doc["training"]["framework"] = moe_synchronizing_profile();
+  CHECK(run_with(doc, "0us").step_time_s == plain.step_time_s); // nothing to lose without launch costs
+  const Report waiting = run_with(doc, half.c_str());
+  CHECK(waiting.step_time_s > ahead.step_time_s);
+  CHECK(waiting.stages.at(0).host_wait_s > ahead.stages.at(0).host_wait_s);
+  // It cannot cost more than issuing every kernel one after the other on the GPU's time.
+  CHECK(waiting.step_time_s <= plain.step_time_s + 0.5 * plain.step_time_s);
+}

@@ -12,6 +12,7 @@
 // the first candidate. The platform's NCCL_ALGO (platform.nccl_env, GroupShape::nccl) takes away
 // the candidates it does not enable, as NCCL's algoEnable does.
 #include "models/collectives/collective.hpp"
+#include "models/link_calibration.hpp"
 #include "sim/core/input_error.hpp"
 
 #include <fmt/format.h>
@@ -104,18 +105,18 @@ std::vector<const char*> candidates(CollectiveOp op, const GroupShape& g)
   return kept;
 }
 
-using Key = std::tuple<int, int, int, int, double, bool, int, double, double, double, double, double, bool, uint8_t>;
+using Key = std::tuple<int, int, int, int, double, bool, int, double, double, double, double, double, bool, uint8_t, int>;
 
 const CollectiveAlgorithm& auto_pick(CollectiveOp op, const GroupShape& g, double bytes)
 {
-  static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key
+  static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key (and the calibration)
   const auto names = candidates(op, g);
   if (names.size() == 1 || g.n <= 1)
     return CollectiveRegistry::get(names[0], "simulation.collective_algorithm");
   Key key{static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction ? nvls_reduction(g) : -1.0,
           g.in_network_reduction, g.channels,
           g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes, g.full_mesh,
-          g.nccl.algorithms.at(static_cast<size_t>(op))};
+          g.nccl.algorithms.at(static_cast<size_t>(op)), link_efficiency_generation()};
   auto [it, fresh] = cache.try_emplace(key, nullptr);
   if (!fresh)
     return *it->second;

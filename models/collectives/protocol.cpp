@@ -39,17 +39,17 @@ const CollectiveAlgorithm& with_protocol(const CollectiveAlgorithm& base, Protoc
   static std::map<std::pair<const CollectiveAlgorithm*, Protocol>, std::unique_ptr<CollectiveAlgorithm>> made;
   auto& slot = made[{&base, p}];
   if (!slot) {
-    // The bytes on the wire, as the protocol's lines carry them. NCCL's tuner also takes .92 of
-    // the tree's bandwidth (link_efficiency().tree_bandwidth_factor), an estimate for its choice only
-    // (fastest below): what the tree achieves comes from its flows.
-    const double wire = protocol_cost(p).wire_factor;
-    slot              = std::make_unique<CollectiveAlgorithm>(base);
-    slot->name        = base.name + "/" + protocol_name(p);
-    slot->protocol    = static_cast<int>(p);
-    slot->bare        = &base;
-    slot->step = [&base, wire](CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step) {
+    // The bytes on the wire, as the protocol's lines carry them, in the calibration in force
+    // when the step is asked for (a cluster's own may set LL's: `stepsim calibrate network`).
+    // NCCL's tuner also takes .92 of the tree's bandwidth (link_efficiency().tree_bandwidth_factor),
+    // an estimate for its choice only (fastest below): what the tree achieves comes from its flows.
+    slot           = std::make_unique<CollectiveAlgorithm>(base);
+    slot->name     = base.name + "/" + protocol_name(p);
+    slot->protocol = static_cast<int>(p);
+    slot->bare     = &base;
+    slot->step     = [&base, p](CollectiveOp op, const GroupShape& g, double bytes, int lane, int member, int step) {
       CollectiveStep s = base.step(op, g, bytes, lane, member, step);
-      s.bytes *= wire;
+      s.bytes *= protocol_cost(p).wire_factor;
       return s;
     };
   }
@@ -114,10 +114,11 @@ double launch_seconds(const CollectiveAlgorithm& a, CollectiveOp op, const Group
   if (a.protocol < 0 || a.bare == nullptr || g.n <= 1 || !(bytes > 0))
     return 0;
   // The pick and the engine ask for the same launches: each is timed once.
-  using Key = std::tuple<const CollectiveAlgorithm*, int, int, int, int, double, int, double, double, double, double>;
+  // Per calibration: its protocols' latencies are not in the group's shape.
+  using Key = std::tuple<const CollectiveAlgorithm*, int, int, int, int, double, int, double, double, double, double, int>;
   static std::map<Key, double> cache;
   const Key key{&a, static_cast<int>(op), g.n, g.nodes(), g.per_node, g.in_switch_reduction ? nvls_reduction(g) : -1.0, g.channels,
-                g.intra.latency_s, g.inter.latency_s, g.inter.transport_s, bytes};
+                g.intra.latency_s, g.inter.latency_s, g.inter.transport_s, bytes, link_efficiency_generation()};
   if (auto it = cache.find(key); it != cache.end())
     return it->second;
   return cache[key] = launch_uncached(a, op, g, bytes);
@@ -276,11 +277,11 @@ const CollectiveAlgorithm& fastest(const std::vector<const CollectiveAlgorithm*>
 {
   using Key = std::tuple<std::vector<const CollectiveAlgorithm*>, std::vector<Protocol>, int, int, int, int, double, int,
                          double, double, double, double, double, std::vector<std::vector<int>>, double, bool, bool,
-                         std::vector<std::vector<int>>>;
-  static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key
+                         std::vector<std::vector<int>>, int>;
+  static std::map<Key, const CollectiveAlgorithm*> cache; // picks depend only on the key (and the calibration)
   Key key{algorithms, allowed,           static_cast<int>(op), g.n,  g.nodes(), g.per_node, g.in_switch_reduction ? nvls_reduction(g) : -1.0,
           g.channels, g.intra.latency_s, g.intra.bandwidth_Bps, g.inter.latency_s, g.inter.bandwidth_Bps, bytes,
-          g.rings,    g.nic_feed_ratio,      g.amd_hosts,        g.full_mesh, g.node_orders};
+          g.rings,    g.nic_feed_ratio,      g.amd_hosts,        g.full_mesh, g.node_orders, link_efficiency_generation()};
   if (auto it = cache.find(key); it != cache.end())
     return *it->second;
   // Timing a candidate may throw (an algorithm that cannot run the group): nothing is cached then.

@@ -142,6 +142,12 @@ struct FrameworkProfile {
   // grouped GEMM, Megatron's legacy GroupedMLP). Each launch pays the device's kernel overhead
   // (workloads/models/moe.cpp).
   bool expert_gemm_per_expert = false;
+  // A MoE layer's forward stops the host until the GPU has routed its tokens: the dispatcher
+  // copies the token counts per expert to the host, which sizes the all-to-all's splits and the
+  // grouped GEMMs from them (Megatron-Core's dropless alltoall dispatcher, cuda_sync_point), so
+  // what the host had issued ahead is lost and the layer's later kernels are issued from then on.
+  // Matters only where issuing kernels takes time (the device calibration's host_launch_s).
+  bool moe_dispatch_synchronizes_host = false;
   // What each behaviour above was read from: "behaviour: file (function), version".
   std::vector<std::string> sources;
 };

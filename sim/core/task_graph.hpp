@@ -108,6 +108,9 @@ struct Work {
   // > 0: the work runs on the node's CPU, bandwidth-bound at this many bytes per second (its
   // kernels are memory kernels); cost models time it from this, not from the GPU.
   double host_memory_Bps = 0;
+  // The host waits for the GPU once this work's kernels have run: it needs a value they compute
+  // (a device-to-host copy it synchronises on), so it issues nothing after them until then.
+  bool synchronizes_host = false;
   double flops() const;
 };
 

@@ -134,18 +134,19 @@ void Compute::wait_for_host(Chain& chain)
   for (TaskId v = chain.first; v <= chain.last; ++v) {
     double& seconds = chain.seconds[v - chain.first];
     const Task& task = g[v];
-    if (task.kind == TaskKind::Compute && task.work >= 0) {
-      const double host = w_.works[static_cast<size_t>(task.work)].host_seconds;
-      if (host > 0) {
-        // The host starts on this task's launches once it has issued the previous ones.
-        clock           += host;
-        if (clock > at + seconds) {
-          host_waits_[static_cast<size_t>(chain.rank_index)].emplace_back(v, clock - (at + seconds));
-          seconds = clock - at;
-        }
+    const Work* work = task.kind == TaskKind::Compute && task.work >= 0 ? &w_.works[static_cast<size_t>(task.work)] : nullptr;
+    if (work != nullptr && work->host_seconds > 0) {
+      // The host starts on this task's launches once it has issued the previous ones.
+      clock += work->host_seconds;
+      if (clock > at + seconds) {
+        host_waits_[static_cast<size_t>(chain.rank_index)].emplace_back(v, clock - (at + seconds));
+        seconds = clock - at;
       }
     }
     at += seconds;
+    // A work whose result the host waits for: it issues nothing more until the GPU is there.
+    if (work != nullptr && work->synchronizes_host)
+      clock = std::max(clock, at);
   }
 }
 

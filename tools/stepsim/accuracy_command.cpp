@@ -328,7 +328,8 @@ struct Refit {
   int fitted_on = 0; // runs the refitted figure is fitted on
   std::string kernel; // an attention kernel's figure refitted beside the precision's (fit_runs.py --attention-kernel)
   double kernel_shipped = 0, kernel_refitted = 0;
-  // The figure refitted: a GEMM efficiency, or a framework's step_host_overhead (seconds).
+  // The figure refitted: a GEMM efficiency, or a framework's step_host_overhead or
+  // host_launch_overhead (seconds).
   std::string figure = "gemm_efficiency";
 };
 
@@ -527,32 +528,34 @@ LeaveOut leave_out(const std::vector<CaseResult>& cases, const std::vector<std::
                    refit.fitted_on);
       l.refits.push_back(refit);
     }
-  // A framework's host time between steps (fit_step_overhead.py) is refitted last, on the kept
-  // runs it was fitted on, with the GEMM figures as refitted above; fitted on held-out runs
-  // alone, it is dropped (0).
-  for (const auto& f : step_overhead_figures()) {
+  // A framework's host times (fit_step_overhead.py: per step, per launch) are refitted last, on
+  // the kept runs each was fitted on, with the GEMM figures as refitted above; fitted on held-out
+  // runs alone, one is dropped (0).
+  for (const auto& f : host_time_figures()) {
     if (std::none_of(f.fitted_on.begin(), f.fitted_on.end(), [&](const std::string& id) { return held.count(id) > 0; }))
       continue;
     if (!override_calibration)
       override_calibration.emplace();
     const std::vector<std::string> files = kept_files(kept, f.fitted_on);
     if (files.empty()) {
-      override_calibration->set_step_overhead(f.file, 0);
-      l.dropped.push_back(f.file + "'s step_host_overhead");
+      override_calibration->set_host_time(f.file, f.figure, 0);
+      l.dropped.push_back(f.file + "'s " + f.figure);
       if (!quiet)
-        fmt::print(stderr, "dropped {}'s step_host_overhead: fitted on runs of a held-out source\n", f.file);
+        fmt::print(stderr, "dropped {}'s {}: fitted on runs of a held-out source\n", f.file, f.figure);
     } else {
-      auto mape_at = [&](double seconds) {
-        override_calibration->set_step_overhead(f.file, seconds);
+      const HostTimeRange& range = *std::find_if(std::begin(kHostTimeRanges), std::end(kHostTimeRanges),
+                                                 [&](const HostTimeRange& r) { return f.figure == r.figure; });
+      // The search fit_step_overhead.py runs, over the same range, in the figure's unit.
+      auto mape_at = [&](double units) {
+        override_calibration->set_host_time(f.file, f.figure, units * range.unit);
         return mape_of_files(files);
       };
-      // The search fit_step_overhead.py runs, over the same range.
-      Refit refit{{}, f.file, "", f.seconds, 0, static_cast<int>(files.size()), "", 0, 0, "step_host_overhead"};
-      refit.refitted = golden_section_minimum(mape_at, 0.0, 1.0, 0.002);
-      override_calibration->set_step_overhead(f.file, refit.refitted);
+      Refit refit{{}, f.file, "", f.seconds, 0, static_cast<int>(files.size()), "", 0, 0, f.figure};
+      refit.refitted = golden_section_minimum(mape_at, 0.0, range.upper, range.tolerance) * range.unit;
+      override_calibration->set_host_time(f.file, f.figure, refit.refitted);
       if (!quiet)
-        fmt::print(stderr, "refitted {} step_host_overhead without the held-out runs: {} s (shipped {} s) on {} runs\n",
-                   f.file, refit.refitted, refit.shipped, refit.fitted_on);
+        fmt::print(stderr, "refitted {} {} without the held-out runs: {} s (shipped {} s) on {} runs\n", f.file,
+                   f.figure, refit.refitted, refit.shipped, refit.fitted_on);
       l.refits.push_back(refit);
     }
     for (auto& c : l.predicted)
@@ -577,9 +580,9 @@ std::string leave_out_line(const LeaveOut& l)
     const std::string kernel = r.kernel.empty() ? std::string()
                                                 : fmt::format(" and attention_efficiency_by_kernel.{} {} (shipped {})",
                                                               r.kernel, r.kernel_refitted, r.kernel_shipped);
-    if (r.figure == "step_host_overhead")
-      refits += fmt::format("{}{} step_host_overhead {} s (shipped {} s), refitted on {} runs", refits.empty() ? "" : "; ",
-                            r.framework_file, r.refitted, r.shipped, r.fitted_on);
+    if (r.figure != "gemm_efficiency")
+      refits += fmt::format("{}{} {} {} s (shipped {} s), refitted on {} runs", refits.empty() ? "" : "; ",
+                            r.framework_file, r.figure, r.refitted, r.shipped, r.fitted_on);
     else
       refits += fmt::format("{}{} gemm_efficiency{} {} (shipped {}){}, refitted on {} runs", refits.empty() ? "" : "; ",
                             r.framework_file.empty() ? devices : r.framework_file,

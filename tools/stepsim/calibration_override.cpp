@@ -139,20 +139,24 @@ std::vector<FrameworkFigure> framework_figures()
   return out;
 }
 
-std::vector<StepOverheadFigure> step_overhead_figures()
+std::vector<HostTimeFigure> host_time_figures()
 {
-  std::vector<StepOverheadFigure> out;
+  std::vector<HostTimeFigure> out;
   for_each_calibration_file([&](const fs::path& path, const nlohmann::json& c) {
-    if (!c.contains("step_host_overhead_fitted_on") || !c["step_host_overhead_fitted_on"].is_array())
-      return;
-    StepOverheadFigure f;
-    f.file      = path.filename().string();
-    f.fitted_on = run_ids(c["step_host_overhead_fitted_on"]);
-    // The figure as the device reader takes it (a time with its unit).
-    Problems problems;
-    f.seconds = JsonReader(c, path.string(), problems).time("step_host_overhead", 0.0);
-    problems.throw_if_any();
-    out.push_back(std::move(f));
+    for (const HostTimeRange& range : kHostTimeRanges) {
+      const std::string runs = std::string(range.figure) + "_fitted_on";
+      if (!c.contains(runs) || !c[runs].is_array())
+        continue;
+      HostTimeFigure f;
+      f.file      = path.filename().string();
+      f.figure    = range.figure;
+      f.fitted_on = run_ids(c[runs]);
+      // The figure as the device reader takes it (a time with its unit).
+      Problems problems;
+      f.seconds = JsonReader(c, path.string(), problems).time(range.figure, 0.0);
+      problems.throw_if_any();
+      out.push_back(std::move(f));
+    }
   });
   return out;
 }
@@ -224,11 +228,11 @@ void CalibrationOverride::set_framework(const std::string& name, double gemm_eff
   out << c.dump(2) << "\n";
 }
 
-void CalibrationOverride::set_step_overhead(const std::string& name, double seconds)
+void CalibrationOverride::set_host_time(const std::string& name, const std::string& figure, double seconds)
 {
   const fs::path file = fs::path(dir_) / "calibration" / name;
   nlohmann::json c    = read_json_file(file.string());
-  c["step_host_overhead"] = fmt::format("{:.6f}ms", seconds * 1e3);
+  c[figure]           = fmt::format("{:.6f}ms", seconds * 1e3);
   std::ofstream out(file);
   out << c.dump(2) << "\n";
 }

@@ -51,14 +51,24 @@ struct FrameworkFigure {
 };
 std::vector<FrameworkFigure> framework_figures();
 
-// A framework's host time between steps fitted on published runs (calibration/DEVICE.FRAMEWORK.json's
-// step_host_overhead with its "step_host_overhead_fitted_on" list, tools/calibrate/fit_step_overhead.py).
-struct StepOverheadFigure {
+// A framework's host time fitted on published runs (calibration/DEVICE.FRAMEWORK.json's
+// step_host_overhead or host_launch_overhead with its "<figure>_fitted_on" list,
+// tools/calibrate/fit_step_overhead.py): the file, the figure's name, its runs and value.
+struct HostTimeFigure {
   std::string file;
+  std::string figure;
   std::vector<std::string> fitted_on;
   double seconds = 0;
 };
-std::vector<StepOverheadFigure> step_overhead_figures();
+// The host time figures a fit may hold, with the range fit_step_overhead.py searches: its unit
+// (seconds; the search rounds to three decimals of it), its upper end and tolerance in that unit.
+struct HostTimeRange {
+  const char* figure;
+  double unit, upper, tolerance;
+};
+inline constexpr HostTimeRange kHostTimeRanges[] = {{"step_host_overhead", 1.0, 1.0, 0.002},
+                                                    {"host_launch_overhead", 1e-6, 1000.0, 1.0}};
+std::vector<HostTimeFigure> host_time_figures();
 
 class CalibrationOverride {
 public:
@@ -78,9 +88,9 @@ public:
   // From now on, the framework figure `name` (calibration/DEVICE.FRAMEWORK.json) has this
   // gemm_efficiency (its other figures as shipped).
   void set_framework(const std::string& name, double gemm_efficiency);
-  // From now on, the framework file `name` has this step_host_overhead (its other figures as
-  // they were).
-  void set_step_overhead(const std::string& name, double seconds);
+  // From now on, the framework file `name` has this host time figure (step_host_overhead or
+  // host_launch_overhead; its other figures as they were).
+  void set_host_time(const std::string& name, const std::string& figure, double seconds);
   // From now on, the calibration file `name` (in calibration/) is as if never fitted.
   void remove(const std::string& name);
 

@@ -4,6 +4,7 @@
 #include "sim/core/framework.hpp"
 #include "workloads/frameworks/context.hpp"
 #include "workloads/frameworks/grouped_linear.hpp"
+#include "workloads/frameworks/moe_dispatcher.hpp"
 
 namespace stepsim {
 namespace {
@@ -22,7 +23,8 @@ const bool registered = FrameworkRegistry::add(
         .attention_kernel = "cudnn",
         .tensor_backward_overlap = true,
         .expert_gemm_per_expert = true,
-        .sources = {frameworks::kExpertGemmPerExpertSource,
+        .moe_dispatch_synchronizes_host = true,
+        .sources = {frameworks::kExpertGemmPerExpertSource, frameworks::kMoeDispatchSynchronizesHostSource,
                     "pipeline_transfer_synchronizes_host: megatron/core/pipeline_parallel/p2p_communication.py "
                     "(_communicate: torch.cuda.synchronize() after torch.distributed.batch_isend_irecv when "
                     "config.batch_p2p_comm and config.batch_p2p_sync, both True by default in "

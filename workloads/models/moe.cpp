@@ -236,6 +236,7 @@ MoeWorks add_moe_works(const Scenario& s, std::vector<Work>& works)
 
   MoeWorks w{};
   w.router_forward         = add("moe_router_forward", router_f);
+  works[static_cast<size_t>(w.router_forward)].synchronizes_host = framework.moe_dispatch_synchronizes_host;
   w.experts_forward        = add("moe_experts_forward", experts_f);
   w.combine_forward        = add("moe_combine_forward", combine_f_all);
   w.combine_backward       = add("moe_combine_backward", combine_b_all);

@@ -52,6 +52,17 @@ nlohmann::json accuracy_report(const std::string& options = "")
   return nlohmann::json::parse(text.str());
 }
 
+// The refit of a framework's host time `figure` in a --leave-out report's "left_out" (null if none).
+nlohmann::json host_time_refit(const nlohmann::json& left_out, const char* figure)
+{
+  if (!left_out.contains("refits")) // nothing refitted
+    return nlohmann::json();
+  for (const auto& refit : left_out["refits"])
+    if (refit["figure"] == figure)
+      return refit;
+  return nlohmann::json();
+}
+
 } // namespace
 
 TEST_CASE("accuracy: predictions stay within one point of the calibrated MAPE over the published cases", "[accuracy]")
@@ -205,12 +216,7 @@ TEST_CASE("accuracy: --leave-out refits a framework's host time between steps on
                          "llama3_405b_8192gpu_cp1_seq8192"})
     fs::copy_file(in / (std::string(id) + ".json"), dir / (std::string(id) + ".json"),
                   fs::copy_options::overwrite_existing);
-  auto step_refit = [](const nlohmann::json& l) {
-    for (const auto& refit : l["refits"])
-      if (refit["figure"] == "step_host_overhead")
-        return refit;
-    return nlohmann::json();
-  };
+  auto step_refit = [](const nlohmann::json& l) { return host_time_refit(l, "step_host_overhead"); };
   // The 70B held out: refitted on the 1.7B and 16B runs, and the 70B predicted with it.
   const nlohmann::json r = accuracy_report(dir.string() + " --leave-out weak_70B");
   const nlohmann::json refit = step_refit(r["left_out"]);
@@ -243,14 +249,7 @@ TEST_CASE("accuracy: --leave-out refits a framework's host time per launch on th
                 dir / "mbridge2511_llama3_8b_8xgb200_fp8cs.json", fs::copy_options::overwrite_existing);
   fs::copy_file(in / "megatron-bridge-moe" / "mbridge2511_qwen3_30b_a3b_8xgb200_fp8mx.json",
                 dir / "mbridge2511_qwen3_30b_a3b_8xgb200_fp8mx.json", fs::copy_options::overwrite_existing);
-  auto launch_refit = [](const nlohmann::json& l) {
-    if (!l.contains("refits")) // nothing refitted
-      return nlohmann::json();
-    for (const auto& refit : l["refits"])
-      if (refit["figure"] == "host_launch_overhead")
-        return refit;
-    return nlohmann::json();
-  };
+  auto launch_refit = [](const nlohmann::json& l) { return host_time_refit(l, "host_launch_overhead"); };
   // The MoE run held out: refitted on the 8B run alone, and the MoE run predicted with it.
   const nlohmann::json r     = accuracy_report(dir.string() + " --leave-out qwen3_30b");
   const nlohmann::json refit = launch_refit(r["left_out"]);

@@ -14,18 +14,23 @@ using namespace stepsim;
 
 namespace {
 
-// The generic profile whose host waits for the GPU after each pipeline send or receive, as
-// Megatron's batch_isend_irecv with torch.cuda.synchronize; registered on first use (the
-// profiles register at static initialisation, in an order across files that is not known).
+// The generic profile with one behaviour of `FrameworkProfile` set, registered as `name` on first
+// use (the profiles register at static initialisation, in an order across files that is not known).
+const char* generic_with(const char* name, bool FrameworkProfile::*behaviour)
+{
+  if (FrameworkRegistry::find(name) == nullptr) {
+    FrameworkProfile p = FrameworkRegistry::get("generic", "test");
+    p.*behaviour       = true;
+    FrameworkRegistry::add(name, "test only", p);
+  }
+  return name;
+}
+
+// The host waits for the GPU after each pipeline send or receive, as Megatron's
+// batch_isend_irecv with torch.cuda.synchronize.
 const char* synchronizing_profile()
 {
-  static const bool registered = [] {
-    FrameworkProfile p                    = FrameworkRegistry::get("generic", "test");
-    p.pipeline_transfer_synchronizes_host = true;
-    return FrameworkRegistry::add("test-p2p-sync", "test only", p);
-  }();
-  (void)registered;
-  return "test-p2p-sync";
+  return generic_with("test-p2p-sync", &FrameworkProfile::pipeline_transfer_synchronizes_host);
 }
 
 // Kernel launches of simulated rank `index`'s compute tasks, as lowered.
@@ -129,17 +134,11 @@ TEST_CASE("simulation.host_launch_overhead is a time from 0 to 10 ms")
 
 namespace {
 
-// The generic profile whose host waits for the GPU in every MoE layer's token dispatch, as
-// Megatron-Core's dropless alltoall dispatcher does; registered on first use.
+// The host waits for the GPU in every MoE layer's token dispatch, as Megatron-Core's dropless
+// alltoall dispatcher does.
 const char* moe_synchronizing_profile()
 {
-  static const bool registered = [] {
-    FrameworkProfile p               = FrameworkRegistry::get("generic", "test");
-    p.moe_dispatch_synchronizes_host = true;
-    return FrameworkRegistry::add("test-moe-sync", "test only", p);
-  }();
-  (void)registered;
-  return "test-moe-sync";
+  return generic_with("test-moe-sync", &FrameworkProfile::moe_dispatch_synchronizes_host);
 }
 
 // Four MoE layers (8 experts, top 2) on one GPU, four micro-batches.

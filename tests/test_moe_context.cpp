@@ -176,6 +176,44 @@ TEST_CASE("MoE gradients: experts reduce over data×context/expert ranks, dense 
   CHECK(expert_data_group_ranks(l, 5) == std::vector<int>{1, 5});
 }
 
+TEST_CASE("MoE under ZeRO-1: the experts' gradients reduce-scattered over their expert-data group, their shards "
+          "gathered at first use with overlap_param_gather, after the step without it",
+          "[moe]")
+{
+  // Megatron-Core's distributed optimizer keeps the experts' buffers beside the dense ones, over
+  // the expert-data-parallel group (distributed_data_parallel.py, expert_parallel_bucket_groups).
+  for (const bool overlap : {true, false}) {
+    INFO("overlap_param_gather " << overlap);
+    nlohmann::json doc                          = moe_like(4, 8, 1, 2);
+    doc["parallelism"]["zero_stage"]            = 1;
+    doc["parallelism"]["overlap_param_gather"]  = overlap;
+    const Scenario s = scenario_from_json(doc);
+    const Workload w = lower(s);
+    const auto& r    = w.ranks[0];
+    double scattered = 0, reduced = 0, gathered_in_forward = 0, gathered_after_step = 0;
+    for (auto v : boost::make_iterator_range(boost::vertices(r.graph))) {
+      const Task& task = r.graph[v];
+      if (task.kind != TaskKind::Collective || task.group < 0 ||
+          w.groups[static_cast<size_t>(task.group)].name.rfind("expert_data", 0) != 0)
+        continue;
+      CHECK(w.groups[static_cast<size_t>(task.group)].ranks.size() == 2u);
+      if (task.op == CollectiveOp::ReduceScatter)
+        scattered += task.bytes;
+      if (task.op == CollectiveOp::AllReduce)
+        reduced += task.bytes;
+      if (task.op == CollectiveOp::AllGather)
+        (task.pass == Pass::Optimizer ? gathered_after_step : gathered_in_forward) += task.bytes;
+    }
+    // 8 experts over 4 expert ranks: 2 per rank per layer, each 3·h·ffn (SwiGLU), 2-byte
+    // gradients and weights, 4 layers.
+    const double experts = 4 * 2.0 * 3 * 1024 * 4096;
+    CHECK(reduced == 0);
+    CHECK(scattered == Approx(experts * 2));
+    CHECK((overlap ? gathered_in_forward : gathered_after_step) == Approx(experts * 2));
+    CHECK((overlap ? gathered_after_step : gathered_in_forward) == 0);
+  }
+}
+
 TEST_CASE("Mixtral 8x7B from its HuggingFace config has 46.7 B parameters, 12.9 B active", "[moe]")
 {
   nlohmann::json doc = testing::small_scenario(1, 1, 1);

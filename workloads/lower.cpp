@@ -61,9 +61,15 @@ public:
     moe_layers_    = plan.moe_layers;
     moe_           = plan.moe;
     tied_embedding_parameters_ = plan.tied_embedding_parameters;
-    // ZeRO-3 / FSDP with MoE: the experts are sharded over their expert-data-parallel group and
-    // gathered per unit like the dense parameters (workloads/parallel/data_parallel.hpp), not kept whole.
-    experts_sharded_ = moe_layers_ && s.parallelism.zero_stage >= 3;
+    // ZeRO with MoE: the experts' gradients, optimizer states and (ZeRO-3 / FSDP) parameters are
+    // sharded over their expert-data-parallel group as the dense ones are over theirs
+    // (workloads/parallel/data_parallel.hpp): ZeRO-1/2's gradient reduce-scatters in buckets
+    // during backward and, with overlap_param_gather, the updated shards gathered per layer at
+    // its first forward, as Megatron-Core's distributed optimizer keeps the experts' buffers
+    // beside the dense ones (megatron/core/distributed/distributed_data_parallel.py:
+    // expert_parallel_buffers and expert_parallel_bucket_groups over the expert-data-parallel
+    // group, synchronised and gathered with the dense bucket groups); ZeRO-3 gathers them per unit.
+    experts_sharded_ = moe_layers_ && s.parallelism.zero_stage >= 1;
     schedule_     = &ScheduleRegistry::get(s.parallelism.schedule, "parallelism.schedule");
     shape_        = PipelineShape{p_, static_cast<int>(s.micro_batches_per_replica()), v_};
     // Without a flush (PipeDream) no step starts from an empty pipeline: lay out enough steps

@@ -501,7 +501,7 @@ private:
                                                                   Axis::Expert, expert_data_group_ranks);
                                               })
                                       : -1;
-    experts_.begin_rank(expert_data_group_, replicas, stage_);
+    experts_.begin_rank(expert_data_group_, stage_);
   }
 
   int virtual_stage(int chunk) const { return chunk * p_ + stage_; }

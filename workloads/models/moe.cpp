@@ -316,10 +316,9 @@ TaskId moe_backward(const MoeBlock& b, BlockTasks& tasks, TaskId after, bool spl
   return tasks.compute(split ? b.works.router_backward_input : b.works.router_backward, after);
 }
 
-void ExpertGradients::begin_rank(int group, int members, int stage)
+void ExpertGradients::begin_rank(int group, int stage)
 {
   group_   = group;
-  members_ = members;
   stage_   = stage;
   buckets_.clear();
   pending_    = Bucket{};
@@ -344,25 +343,19 @@ TaskId ExpertGradients::reduce_and_step(BlockTasks& tasks, std::vector<Work>& wo
   if (pending_.bytes > 0)
     buckets_.push_back(pending_);
   pending_ = Bucket{};
-  const bool sharded = s_.parallelism.zero_stage >= 1 && group_ >= 0;
   if (parameters_ > 0) {
     TaskId reduced = after;
     for (const Bucket& b : buckets_) {
       if (group_ < 0)
         break;
       const TaskId ready = s_.parallelism.overlap_grad_reduce && b.ready != static_cast<TaskId>(-1) ? b.ready : last_compute;
-      reduced = tasks.collective(Stream::Data, sharded ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, group_,
-                                 b.bytes, ready);
+      reduced = tasks.collective(Stream::Data, CollectiveOp::AllReduce, group_, b.bytes, ready);
       tasks.depends(reduced, after);
     }
-    const double shard = parameters_ / (sharded ? members_ : 1);
     works.push_back(Work{fmt::format("expert_optimizer_stage{}", stage_),
-                         {memory_kernel("expert_optimizer_step", shard * optimizer_bytes_per_parameter(s_.training))},
+                         {memory_kernel("expert_optimizer_step", parameters_ * optimizer_bytes_per_parameter(s_.training))},
                          0});
     after = tasks.compute(static_cast<int>(works.size() - 1), reduced);
-    if (sharded)
-      after = tasks.collective(Stream::Data, CollectiveOp::AllGather, group_,
-                               parameters_ * stored_element_bytes(s_.training.precision), after);
   }
   buckets_.clear();
   parameters_ = 0;

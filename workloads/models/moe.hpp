@@ -114,15 +114,16 @@ TaskId moe_forward(const MoeBlock& b, BlockTasks& tasks, TaskId after);
 // Backward: the mirror; `split` leaves the weight gradients to works.weight_backward (ZB-H1).
 TaskId moe_backward(const MoeBlock& b, BlockTasks& tasks, TaskId after, bool split);
 
-// The gradients of the experts a rank holds: reduced over the ranks that hold the same experts
-// (expert_data_group_ranks), in buckets of parallelism.bucket_size as the step's last backward
-// produces them (ZeRO 1+: reduce-scattered, the shard stepped, the updated weights all-gathered
-// back), then their optimizer step. Dense parameters go through DataParallelLowering.
+// The gradients of the experts a rank holds without ZeRO: all-reduced over the ranks that hold
+// the same experts (expert_data_group_ranks), in buckets of parallelism.bucket_size as the step's
+// last backward produces them, then their optimizer step. Under ZeRO the experts go through a
+// DataParallelLowering of their own over that group, as the dense parameters do over theirs
+// (workloads/lower.cpp).
 class ExpertGradients {
 public:
   explicit ExpertGradients(const Scenario& s) : s_(s) {}
-  // A new rank: `group` is its expert-data-parallel group of `members` ranks (-1 = none).
-  void begin_rank(int group, int members, int stage);
+  // A new rank: `group` is its expert-data-parallel group (-1 = none).
+  void begin_rank(int group, int stage);
   // A layer's backward produced its experts' gradients (`last`: the update's last for them).
   void ready(double parameters, TaskId produced_by, bool last);
   // The reductions of the update and the experts' optimizer step; returns the task the rest of
@@ -135,7 +136,7 @@ private:
     TaskId ready = static_cast<TaskId>(-1);
   };
   const Scenario& s_;
-  int group_ = -1, members_ = 1, stage_ = 0;
+  int group_ = -1, stage_ = 0;
   std::vector<Bucket> buckets_;
   Bucket pending_;
   double parameters_ = 0;

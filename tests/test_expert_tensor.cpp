@@ -12,7 +12,6 @@
 #include <boost/range/iterator_range.hpp>
 #include <catch2/catch.hpp>
 
-#include <fstream>
 
 using namespace stepsim;
 using testing::Traffic;
@@ -123,25 +122,20 @@ TEST_CASE("expert_tensor equal to tensor is Megatron's default: the same report"
 {
   nlohmann::json implicit = moe_plan(2, 2, 2, 0);
   nlohmann::json given    = moe_plan(2, 2, 2, 2);
-  const std::string a     = testing::write_temp_file("etp_implicit.json", implicit.dump());
-  const std::string b     = testing::write_temp_file("etp_given.json", given.dump());
-  const auto ra           = testing::run_stepsim("run " + a + " -q --json etp_implicit.out.json");
-  const auto rb           = testing::run_stepsim("run " + b + " -q --json etp_given.out.json");
-  REQUIRE(ra.exit_code == 0);
-  REQUIRE(rb.exit_code == 0);
-  auto read = [](const char* path) {
-    std::ifstream in(path);
-    nlohmann::json j = nlohmann::json::parse(in);
+  // Each report written beside its scenario in the tests' temporary folder, not where the
+  // tests run (the source tree).
+  auto report_of = [](const std::string& name, const nlohmann::json& doc) {
+    const std::string scenario = testing::write_temp_file(name + ".json", doc.dump());
+    const std::string out      = testing::write_temp_file(name + ".out.json", "");
+    const auto r               = testing::run_stepsim("run " + scenario + " -q --json " + out);
+    REQUIRE(r.exit_code == 0);
+    nlohmann::json j = nlohmann::json::parse(testing::read_text_file(out));
     j.erase("scenario");
     return j.dump();
   };
-  CHECK(read("etp_implicit.out.json") == read("etp_given.out.json"));
+  CHECK(report_of("etp_implicit", implicit) == report_of("etp_given", given));
   // ... and a step with experts whole on each rank differs from it.
-  nlohmann::json whole = moe_plan(2, 2, 2, 1);
-  const auto rc        = testing::run_stepsim("run " + testing::write_temp_file("etp_whole.json", whole.dump()) +
-                                              " -q --json etp_whole.out.json");
-  REQUIRE(rc.exit_code == 0);
-  CHECK(read("etp_implicit.out.json") != read("etp_whole.out.json"));
+  CHECK(report_of("etp_implicit", implicit) != report_of("etp_whole", moe_plan(2, 2, 2, 1)));
 }
 
 TEST_CASE("expert_tensor 2 above tensor 1: the experts' own tensor group gathers the tokens", "[moe][expert_tensor]")

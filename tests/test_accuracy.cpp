@@ -52,6 +52,20 @@ nlohmann::json accuracy_report(const std::string& options = "")
   return nlohmann::json::parse(text.str());
 }
 
+// A folder of the tests' own holding copies of published cases, named by their paths under
+// configs/validation (without ".json"), for `stepsim accuracy` over just those.
+std::string cases_folder(const std::string& name, const std::vector<std::string>& cases)
+{
+  namespace fs       = std::filesystem;
+  const fs::path in  = fs::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
+  const fs::path dir = fs::path(stepsim::testing::write_temp_file(name + ".keep", "")).parent_path() / name;
+  fs::create_directories(dir);
+  for (const std::string& c : cases)
+    fs::copy_file(in / (c + ".json"), dir / (fs::path(c).filename().string() + ".json"),
+                  fs::copy_options::overwrite_existing);
+  return dir.string();
+}
+
 // The refit of a framework's host time `figure` in a --leave-out report's "left_out" (null if none).
 nlohmann::json host_time_refit(const nlohmann::json& left_out, const char* figure)
 {
@@ -208,17 +222,11 @@ TEST_CASE("accuracy: --leave-out refits a framework's host time between steps on
   // configs/calibration/H100-SXM.megatron-core.json: step_host_overhead fitted on Megatron-Core's
   // and NeMo's H100 runs (tools/calibrate/fit_step_overhead.py), its runs listed in
   // "step_host_overhead_fitted_on". The 1.7B, 16B and 70B runs are among them.
-  namespace fs       = std::filesystem;
-  const fs::path in  = fs::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
-  const fs::path dir = fs::path(stepsim::testing::write_temp_file("step-refit.keep", "")).parent_path() / "step-refit";
-  fs::create_directories(dir);
-  for (const char* id : {"megatron_core_h100_weak_1.7B", "megatron_core_h100_weak_16B", "megatron_core_h100_weak_70B",
-                         "llama3_405b_8192gpu_cp1_seq8192"})
-    fs::copy_file(in / (std::string(id) + ".json"), dir / (std::string(id) + ".json"),
-                  fs::copy_options::overwrite_existing);
+  const std::string dir = cases_folder("step-refit", {"megatron_core_h100_weak_1.7B", "megatron_core_h100_weak_16B",
+                                                      "megatron_core_h100_weak_70B", "llama3_405b_8192gpu_cp1_seq8192"});
   auto step_refit = [](const nlohmann::json& l) { return host_time_refit(l, "step_host_overhead"); };
   // The 70B held out: refitted on the 1.7B and 16B runs, and the 70B predicted with it.
-  const nlohmann::json r = accuracy_report(dir.string() + " --leave-out weak_70B");
+  const nlohmann::json r = accuracy_report(dir + " --leave-out weak_70B");
   const nlohmann::json refit = step_refit(r["left_out"]);
   REQUIRE_FALSE(refit.is_null());
   CHECK(refit["framework_figure"] == "H100-SXM.megatron-core.json");
@@ -228,7 +236,7 @@ TEST_CASE("accuracy: --leave-out refits a framework's host time between steps on
   CHECK(refit["shipped"].get<double>() > 0.0);
   // Megatron-Core's runs held out: no run it was fitted on is kept (Llama 3's framework has
   // none), so it is dropped and the held-out runs are predicted without it.
-  const nlohmann::json d = accuracy_report(dir.string() + " --leave-out megatron_core");
+  const nlohmann::json d = accuracy_report(dir + " --leave-out megatron_core");
   CHECK(step_refit(d["left_out"]).is_null());
   const auto dropped = d["left_out"]["dropped"].get<std::vector<std::string>>();
   CHECK(std::find(dropped.begin(), dropped.end(), "H100-SXM.megatron-core.json's step_host_overhead") != dropped.end());
@@ -241,17 +249,11 @@ TEST_CASE("accuracy: --leave-out refits a framework's host time per launch on th
   // configs/calibration/GB200.megatron-core.json: host_launch_overhead fitted on Megatron-Bridge's
   // GB200 runs (tools/calibrate/fit_step_overhead.py --figure host_launch_overhead), the Llama 3
   // 8B and Qwen3 30B-A3B runs among them.
-  namespace fs           = std::filesystem;
-  const fs::path in      = fs::path(STEPSIM_SOURCE_DIR) / "configs" / "validation";
-  const fs::path dir     = fs::path(stepsim::testing::write_temp_file("launch-refit.keep", "")).parent_path() / "launch-refit";
-  fs::create_directories(dir);
-  fs::copy_file(in / "megatron-bridge" / "mbridge2511_llama3_8b_8xgb200_fp8cs.json",
-                dir / "mbridge2511_llama3_8b_8xgb200_fp8cs.json", fs::copy_options::overwrite_existing);
-  fs::copy_file(in / "megatron-bridge-moe" / "mbridge2511_qwen3_30b_a3b_8xgb200_fp8mx.json",
-                dir / "mbridge2511_qwen3_30b_a3b_8xgb200_fp8mx.json", fs::copy_options::overwrite_existing);
+  const std::string dir = cases_folder("launch-refit", {"megatron-bridge/mbridge2511_llama3_8b_8xgb200_fp8cs",
+                                                        "megatron-bridge-moe/mbridge2511_qwen3_30b_a3b_8xgb200_fp8mx"});
   auto launch_refit = [](const nlohmann::json& l) { return host_time_refit(l, "host_launch_overhead"); };
   // The MoE run held out: refitted on the 8B run alone, and the MoE run predicted with it.
-  const nlohmann::json r     = accuracy_report(dir.string() + " --leave-out qwen3_30b");
+  const nlohmann::json r     = accuracy_report(dir + " --leave-out qwen3_30b");
   const nlohmann::json refit = launch_refit(r["left_out"]);
   REQUIRE_FALSE(refit.is_null());
   CHECK(refit["framework_figure"] == "GB200.megatron-core.json");
@@ -260,7 +262,7 @@ TEST_CASE("accuracy: --leave-out refits a framework's host time per launch on th
   CHECK(refit["refitted"].get<double>() <= 1e-3);
   CHECK(refit["shipped"].get<double>() == Approx(104e-6));
   // Both held out: none of its runs is kept, so it is dropped.
-  const nlohmann::json d = accuracy_report(dir.string() + " --leave-out 8xgb200");
+  const nlohmann::json d = accuracy_report(dir + " --leave-out 8xgb200");
   CHECK(launch_refit(d["left_out"]).is_null());
   const auto dropped = d["left_out"]["dropped"].get<std::vector<std::string>>();
   CHECK(std::find(dropped.begin(), dropped.end(), "GB200.megatron-core.json's host_launch_overhead") != dropped.end());

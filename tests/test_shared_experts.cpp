@@ -330,7 +330,8 @@ TEST_CASE("an MoE HuggingFace config that names its experts only in part is refu
   c = mixtral;
   c.erase("num_experts_per_tok");
   CHECK_THAT(problem(c), Catch::Contains("num_experts_per_tok: missing"));
-  // Qwen3-MoE has no shared expert, and stepsim makes every layer a MoE layer.
+  // Qwen3-MoE has no shared expert; the layers its config keeps dense must be layers of the model
+  // (which ones stay dense: tests/test_moe_dense_layers.cpp).
   c = qwen2_moe;
   c["model_type"] = "qwen3_moe";
   CHECK_THAT(problem(c), Catch::Contains("shared_expert_intermediate_size: HuggingFace's qwen3_moe model does not "
@@ -338,5 +339,7 @@ TEST_CASE("an MoE HuggingFace config that names its experts only in part is refu
   c.erase("shared_expert_intermediate_size");
   CHECK(problem(c).empty());
   c["mlp_only_layers"] = {0, 1};
-  CHECK_THAT(problem(c), Catch::Contains("mlp_only_layers"));
+  CHECK(problem(c).empty());
+  c["mlp_only_layers"] = {0, 1000};
+  CHECK_THAT(problem(c), Catch::Contains("mlp_only_layers: 1000 is no layer index"));
 }

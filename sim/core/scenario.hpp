@@ -80,6 +80,15 @@ struct ModelSpec {
   int moe_shared_experts                = 0;
   int moe_shared_expert_ffn_hidden_size = 0;
   bool moe_shared_expert_gate           = false;
+  // The layers of a mixture of experts that keep a dense MLP, ffn_hidden_size wide
+  // (moe_layer() below): the first first_dense_layers (DeepSeek-V2/V3's first_k_dense_replace),
+  // and beyond them each layer whose index from 0 moe_layer_freq does not divide (Megatron-Core's
+  // integer --moe-layer-freq, DeepSeek's moe_layer_freq). moe_layer_pattern, one entry a layer
+  // (1 MoE, 0 dense), is Megatron-Core's list form of --moe-layer-freq and replaces both; empty =
+  // none given.
+  int first_dense_layers = 0;
+  int moe_layer_freq     = 1;
+  std::vector<int> moe_layer_pattern;
   // "transformer", a built-in CNN ("resnet50", "resnet101", "vgg16"; workloads/models/cnn.hpp), which
   // uses only the two fields below and leaves the transformer's sizes at 0, or "layers": the
   // list in `layers` (with seq_length as tokens per sample, 0 for none, and input_bytes).
@@ -118,6 +127,30 @@ inline double kv_width(const ModelSpec& m)
 inline bool windowed_layer(const ModelSpec& m, long long index)
 {
   return m.sliding_window > 0 && (m.window_attn_skip_freq == 0 || (index + 1) % m.window_attn_skip_freq != 0);
+}
+
+// Layer `index` (from 0) of a mixture of experts routes its tokens to experts; the others keep a
+// dense MLP (ModelSpec::first_dense_layers, moe_layer_freq, moe_layer_pattern). As Megatron-Core
+// builds its layers (megatron/core/models/gpt/gpt_layer_specs.py, get_moe_layer_pattern: "1 if
+// (i % config.moe_layer_freq == 0)", or the list as given) and DeepSeek's modeling_deepseek.py
+// (DeepseekV3DecoderLayer: MoE where layer_idx >= first_k_dense_replace and layer_idx %
+// moe_layer_freq == 0). False for every layer of a dense model.
+inline bool moe_layer(const ModelSpec& m, long long index)
+{
+  if (m.num_experts <= 0)
+    return false;
+  if (!m.moe_layer_pattern.empty())
+    return index >= 0 && index < static_cast<long long>(m.moe_layer_pattern.size()) &&
+           m.moe_layer_pattern[static_cast<size_t>(index)] != 0;
+  return index >= m.first_dense_layers && index % m.moe_layer_freq == 0;
+}
+// How many of the model's layers are MoE layers.
+inline long long moe_layer_count(const ModelSpec& m)
+{
+  long long n = 0;
+  for (long long i = 0; i < m.num_layers; ++i)
+    n += moe_layer(m, i) ? 1 : 0;
+  return n;
 }
 
 // training.input: the data loader that feeds each data-parallel replica, as PyTorch's DataLoader

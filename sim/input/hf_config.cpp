@@ -125,18 +125,33 @@ void import_experts(const nlohmann::json& c, const std::string& type, ModelSpec&
   }
   ignored("n_shared_experts", "it has no such field (DeepSeek's has; give shared experts in the scenario as "
                               "model.moe_shared_experts)");
-  // Qwen's MoE types may keep some layers dense (Qwen2MoeDecoderLayer: a dense MLP where the layer
-  // index is in mlp_only_layers or (index + 1) is not a multiple of decoder_sparse_step); stepsim
-  // makes every layer a MoE layer.
+  // Qwen's MoE types may keep some layers dense (Qwen2MoeDecoderLayer and Qwen3MoeDecoderLayer: a
+  // dense MLP of intermediate_size where the layer index is in mlp_only_layers or (index + 1) is
+  // not a multiple of decoder_sparse_step): stepsim's list of layer kinds
+  // (ModelSpec::moe_layer_pattern), written only where some layer stays dense.
   if (!mixtral) {
-    if (given(c, "decoder_sparse_step") && get_int(c, "decoder_sparse_step", problems) != 1)
-      problems.add("decoder_sparse_step", fmt::format("{}: some layers would keep a dense MLP, and stepsim makes "
-                                                      "every layer a MoE layer; expected 1",
-                                                      c["decoder_sparse_step"].dump()));
-    if (given(c, "mlp_only_layers") && !(c["mlp_only_layers"].is_array() && c["mlp_only_layers"].empty()))
-      problems.add("mlp_only_layers", fmt::format("{}: these layers would keep a dense MLP, and stepsim makes every "
-                                                  "layer a MoE layer; expected []",
-                                                  c["mlp_only_layers"].dump()));
+    const int step = given(c, "decoder_sparse_step") ? get_int(c, "decoder_sparse_step", problems) : 1;
+    std::set<long long> dense;
+    if (given(c, "mlp_only_layers")) {
+      const auto& list = c["mlp_only_layers"];
+      if (!list.is_array())
+        problems.add("mlp_only_layers", fmt::format("expected a list of layer indices, got {}", list.dump()));
+      else
+        for (const auto& index : list) {
+          if (!index.is_number_integer() || index.get<long long>() < 0 || index.get<long long>() >= m.num_layers) {
+            problems.add("mlp_only_layers", fmt::format("{} is no layer index: expected integers in [0, {}) "
+                                                        "(num_hidden_layers {})",
+                                                        index.dump(), m.num_layers, m.num_layers));
+            break;
+          }
+          dense.insert(index.get<long long>());
+        }
+    }
+    if (step != 1 || !dense.empty()) {
+      m.moe_layer_pattern.assign(static_cast<size_t>(m.num_layers), 0);
+      for (long long i = 0; i < m.num_layers; ++i)
+        m.moe_layer_pattern[static_cast<size_t>(i)] = !dense.count(i) && (i + 1) % step == 0 ? 1 : 0;
+    }
   }
 }
 

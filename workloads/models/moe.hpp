@@ -34,6 +34,26 @@
 namespace stepsim {
 
 inline bool is_moe(const ModelSpec& m) { return m.num_experts > 0; }
+// The model as its dense layers see it (ModelSpec::first_dense_layers, moe_layer_freq,
+// moe_layer_pattern; moe_layer()): no experts, an MLP of ffn_hidden_size. Every per-layer count
+// of a dense model (parameters, kernels, activations) then holds for such a layer of a mixture of
+// experts; for a dense model it is the model itself.
+inline ModelSpec dense_layer_model(const ModelSpec& m)
+{
+  ModelSpec d          = m;
+  d.num_experts        = 0;
+  d.moe_shared_experts = 0;
+  d.first_dense_layers = 0;
+  d.moe_layer_freq     = 1;
+  d.moe_layer_pattern.clear();
+  return d;
+}
+inline Scenario dense_layer_scenario(const Scenario& s)
+{
+  Scenario d = s;
+  d.model    = dense_layer_model(s.model);
+  return d;
+}
 // Each expert's FFN width (moe_ffn_hidden_size, else ffn_hidden_size).
 int expert_ffn_hidden_size(const ModelSpec& m);
 // Parameters of one MoE layer's experts on one rank: num_experts / expert experts, each FFN split

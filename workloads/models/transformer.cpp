@@ -206,7 +206,10 @@ double model_parameters(const ModelSpec& m)
   double embeddings = embedding_parameters_per_rank(m, 1);
   if (!m.tied_embeddings)
     embeddings += double(m.vocab_size) * m.hidden_size;
-  return m.num_layers * layer_parameters_per_rank(m, 1) + embeddings + m.hidden_size;
+  // A mixture of experts' dense layers (moe_layer) hold an MLP where the others hold experts.
+  const double moe_layers = double(moe_layer_count(m));
+  return moe_layers * layer_parameters_per_rank(m, 1) +
+         (m.num_layers - moe_layers) * layer_parameters_per_rank(dense_layer_model(m), 1) + embeddings + m.hidden_size;
 }
 
 double activation_bytes(const Scenario& s)

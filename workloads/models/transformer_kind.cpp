@@ -151,18 +151,61 @@ double forward_flops_per_token(const ModelSpec& m, double seq, double expert_sha
   double h      = m.hidden_size;
   double q      = attention_width(m); // Megatron's query_projection_size (kv_channels × heads)
   double kv     = kv_width(m);
-  double mlp    = is_moe(m) ? (m.mlp == "swiglu" ? 3.0 : 2.0) * h * expert_ffn_hidden_size(m) * m.moe_top_k *
-                                  expert_share
-                            : (m.mlp == "swiglu" ? 3.0 : 2.0) * h * m.ffn_hidden_size;
-  // Shared experts run on every token, capacity or not; their gate, like the router, is not
-  // counted (Megatron's num_floating_point_operations, megatron/training/training.py: "# Shared
-  // Experts." adds moe_shared_expert_intermediate_size × the gated-linear multiplier per MoE layer).
-  mlp += (m.mlp == "swiglu" ? 3.0 : 2.0) * h * shared_experts_ffn_hidden_size(m);
-  if (m.sliding_window > 0 && m.sliding_window < seq) // the attention's keys differ from layer to layer
-    return m.num_layers * 2.0 * (h * (q + 2 * kv) + q * h + mlp) + 4.0 * q * attended_keys_over_layers(m, seq) +
-           2.0 * h * m.vocab_size;
-  double layer  = 2.0 * (h * (q + 2 * kv) + q * h + mlp) + 4.0 * seq * q;
-  return m.num_layers * layer + 2.0 * h * m.vocab_size;
+  const double gated = m.mlp == "swiglu" ? 3.0 : 2.0;
+  // A MoE layer's MLP FLOPs: its top_k experts. Shared experts run on every token, capacity or
+  // not; their gate, like the router, is not counted (Megatron's num_floating_point_operations,
+  // megatron/training/training.py: "# Shared Experts." adds moe_shared_expert_intermediate_size ×
+  // the gated-linear multiplier per MoE layer). A dense layer's (a mixture of experts' too,
+  // ModelSpec::first_dense_layers: Megatron's count sums the two kinds by moe_layer_pattern), the
+  // MLP's.
+  const double moe_layers   = double(moe_layer_count(m));
+  const double dense_layers = m.num_layers - moe_layers;
+  const double moe_mlp      = is_moe(m) ? gated * h * expert_ffn_hidden_size(m) * m.moe_top_k * expert_share +
+                                         gated * h * shared_experts_ffn_hidden_size(m)
+                                       : 0.0;
+  const double dense_mlp    = gated * h * m.ffn_hidden_size;
+  const bool windows        = m.sliding_window > 0 && m.sliding_window < seq; // keys differ from layer to layer
+  // Each kind's layers, summed where there are any.
+  auto over_layers = [&](double layers, double mlp) {
+    if (layers == 0)
+      return 0.0;
+    return windows ? layers * 2.0 * (h * (q + 2 * kv) + q * h + mlp)
+                   : layers * (2.0 * (h * (q + 2 * kv) + q * h + mlp) + 4.0 * seq * q);
+  };
+  const double layers = over_layers(moe_layers, moe_mlp) + over_layers(dense_layers, dense_mlp);
+  if (windows)
+    return layers + 4.0 * q * attended_keys_over_layers(m, seq) + 2.0 * h * m.vocab_size;
+  return layers + 2.0 * h * m.vocab_size;
+}
+
+// A pipeline stage's layers by kind, over all its chunks (the model's layers in virtual-stage
+// order): MoE layers and a mixture of experts' dense ones (moe_layer; every layer of a dense
+// model is dense), and how many of each a full recompute rebuilds.
+struct StageLayerKinds {
+  int moe = 0, dense = 0, moe_recomputed = 0, dense_recomputed = 0;
+};
+
+StageLayerKinds stage_layer_kinds(const Scenario& s, int stage)
+{
+  StageLayerKinds out;
+  const int p     = s.parallelism.pipeline;
+  long long first = 0; // the model's index of each chunk's first layer
+  for (int vs = 0; vs < p * s.parallelism.virtual_stages; ++vs) {
+    const int n = s.layers_in_virtual_stage(vs);
+    if (vs % p == stage)
+      for (int j = 0; j < n; ++j) {
+        const bool rebuilt = s.layer_recomputed(first + j, j);
+        if (moe_layer(s.model, first + j)) {
+          ++out.moe;
+          out.moe_recomputed += rebuilt ? 1 : 0;
+        } else {
+          ++out.dense;
+          out.dense_recomputed += rebuilt ? 1 : 0;
+        }
+      }
+    first += n;
+  }
+  return out;
 }
 
 class Transformer final : public ModelKind {
@@ -227,6 +270,29 @@ public:
   m.moe_shared_expert_ffn_hidden_size = static_cast<int>(
       r.integer("moe_shared_expert_ffn_hidden_size", m.moe_shared_expert_ffn_hidden_size, 1, 4 * kMaxWidth));
   m.moe_shared_expert_gate = r.boolean("moe_shared_expert_gate", m.moe_shared_expert_gate);
+  // The layers that keep a dense MLP (ModelSpec::first_dense_layers, moe_layer_freq; moe_layer()):
+  // Megatron-Core's --moe-layer-freq is an integer, or a list of one 0 (dense) or 1 (MoE) per layer.
+  m.first_dense_layers = static_cast<int>(r.integer("first_dense_layers", m.first_dense_layers, 0, kMaxLayers));
+  const nlohmann::json* freq = r.has("moe_layer_freq") ? r.raw("moe_layer_freq") : nullptr;
+  if (freq != nullptr && freq->is_array()) {
+    m.moe_layer_pattern.clear();
+    for (size_t i = 0; i < freq->size(); ++i) {
+      const nlohmann::json& kind = (*freq)[i];
+      if (!kind.is_number_integer() || (kind.get<long long>() != 0 && kind.get<long long>() != 1)) {
+        r.problems().add(fmt::format("{}[{}]", r.path_of("moe_layer_freq"), i),
+                         fmt::format("expected 0 (a dense layer) or 1 (a MoE layer), got {}", kind.dump()));
+        m.moe_layer_pattern.clear();
+        break;
+      }
+      m.moe_layer_pattern.push_back(kind.get<int>());
+    }
+    if (freq->empty())
+      r.problems().add(r.path_of("moe_layer_freq"), "expected an integer, or a list of one 0 or 1 per layer");
+  } else {
+    if (freq != nullptr) // an integer given next to hf_config replaces the config's pattern
+      m.moe_layer_pattern.clear();
+    m.moe_layer_freq = static_cast<int>(r.integer("moe_layer_freq", m.moe_layer_freq, 1, kMaxLayers));
+  }
   r.reject_unknown_keys();
   if (imported && !import_failed) { // values the import read did not pass through the bounds above
     const std::pair<const char*, std::pair<long long, long long>> fields[] = {
@@ -267,13 +333,33 @@ public:
                                                                  m.num_attention_heads, m.num_query_groups));
   // Expert fields mean nothing to a dense model: a scenario that gives them meant a MoE.
   for (const char* key : {"moe_top_k", "moe_capacity_factor", "moe_ffn_hidden_size", "moe_shared_experts",
-                          "moe_shared_expert_ffn_hidden_size", "moe_shared_expert_gate"})
+                          "moe_shared_expert_ffn_hidden_size", "moe_shared_expert_gate", "first_dense_layers",
+                          "moe_layer_freq"})
     if (m.num_experts == 0 && r.has(key))
       r.problems().add(r.path_of(key), "needs a mixture-of-experts model: model.num_experts is 0");
   // A shared expert's width or gate without shared experts would be read and then ignored.
   for (const char* key : {"moe_shared_expert_ffn_hidden_size", "moe_shared_expert_gate"})
     if (m.num_experts > 0 && m.moe_shared_experts == 0 && r.has(key))
       r.problems().add(r.path_of(key), "needs shared experts: model.moe_shared_experts is 0");
+  // The dense layers' pattern: a list names every layer, and leaves no first layers to add; a
+  // mixture of experts keeps at least one MoE layer (a model of dense layers only has num_experts 0).
+  const bool layers_read = !r.problems().about(r.path_of("num_layers")) && !r.problems().about(r.path_of("moe_layer_freq"));
+  // (A pattern the HuggingFace config gave is named by hf_config.)
+  const char* pattern_key = r.has("moe_layer_freq") || !imported ? "moe_layer_freq" : "hf_config";
+  if (m.num_experts > 0 && layers_read) {
+    if (!m.moe_layer_pattern.empty() && m.moe_layer_pattern.size() != static_cast<size_t>(m.num_layers))
+      r.problems().add(r.path_of(pattern_key),
+                       fmt::format("lists {} layers, and model.num_layers is {}: expected one 0 or 1 per layer",
+                                   m.moe_layer_pattern.size(), m.num_layers));
+    else if (!m.moe_layer_pattern.empty() && r.has("first_dense_layers"))
+      r.problems().add(r.path_of("first_dense_layers"),
+                       "model.moe_layer_freq lists every layer's kind: give the first layers' 0s in that list");
+    else if (moe_layer_count(m) == 0)
+      r.problems().add(r.path_of(r.has("first_dense_layers") ? "first_dense_layers" : pattern_key),
+                       fmt::format("leaves none of the {} layers a MoE layer: a model of dense layers has "
+                                   "model.num_experts 0",
+                                   m.num_layers));
+  }
   if (m.num_experts > 0 && m.moe_top_k > m.num_experts)
     r.problems().add(r.path_of("moe_top_k"), fmt::format("{} is more than num_experts {}", m.moe_top_k, m.num_experts));
   else if (m.num_experts > 0 && m.moe_capacity_factor * m.moe_top_k > m.num_experts)
@@ -324,10 +410,12 @@ public:
       const double share = s.recomputed_layer_share();
       // A checkpoint that stops early does not rebuild a dense block's fc2 (FrameworkProfile::
       // recompute_stops_early, workloads/models/transformer.cpp).
+      // A MoE layer's experts are not cut; a mixture of experts' dense layers are.
+      const double dense_layers = m.num_layers - double(moe_layer_count(m));
       const bool stops_early =
           FrameworkRegistry::get(s.training.framework, "training.framework").recompute_stops_early &&
-          m.dropout == 0 && !is_moe(m);
-      const double fc2 = stops_early ? tokens * m.num_layers * 2.0 * m.hidden_size * m.ffn_hidden_size : 0.0;
+          m.dropout == 0 && dense_layers > 0;
+      const double fc2 = stops_early ? tokens * dense_layers * 2.0 * m.hidden_size * m.ffn_hidden_size : 0.0;
       if (share == 1 && fc2 == 0)
         return 4.0 * forward - head;
       return 3.0 * forward + share * (forward - head - fc2);
@@ -350,8 +438,13 @@ public:
   {
     const int p      = s.parallelism.pipeline;
     const int t      = s.parallelism.tensor;
-    double params    = double(s.layers_on_stage(stage)) *
-                    layer_parameters_per_rank(s.model, t, s.parallelism.expert, expert_tensor_size(s.parallelism));
+    const StageLayerKinds kinds = stage_layer_kinds(s, stage);
+    double params = 0;
+    if (kinds.moe > 0)
+      params += double(kinds.moe) *
+                layer_parameters_per_rank(s.model, t, s.parallelism.expert, expert_tensor_size(s.parallelism));
+    if (kinds.dense > 0)
+      params += double(kinds.dense) * layer_parameters_per_rank(dense_layer_model(s.model), t);
     if (stage == 0)
       params += embedding_parameters_per_rank(s.model, t);
     if (stage == p - 1) // the final norm, and the output layer or the last stage's copy of the tied embeddings
@@ -373,25 +466,33 @@ public:
       f.optimizer_bytes_per_parameter = s.training.optimizer == "adam" ? 8 : 4;
     }
     // (Sharded apart from the dense parameters wherever their data-parallel groups differ.)
+    const StageLayerKinds kinds = stage_layer_kinds(s, stage);
     if (is_moe(s.model) && (s.parallelism.expert > 1 || expert_tensor_size(s.parallelism) != s.parallelism.tensor))
-      f.expert_parameters = s.layers_on_stage(stage) * expert_parameters_per_rank(s.model,
-                                                                                  expert_tensor_size(s.parallelism),
-                                                                                  s.parallelism.expert);
+      f.expert_parameters = kinds.moe * expert_parameters_per_rank(s.model, expert_tensor_size(s.parallelism),
+                                                                   s.parallelism.expert);
     const int p            = s.parallelism.pipeline;
-    const double layers    = s.layers_on_stage(stage);
     // A recomputed layer keeps its input, the others all they save (a partial full recompute:
     // training.recompute_every, recompute_num_layers); one recomputed layer is rebuilt in full
     // during its backward. Megatron's uniform method keeps one input per group of layers and
-    // rebuilds the whole group at once (training.recompute_group).
+    // rebuilds the whole group at once (training.recompute_group). A mixture of experts' dense
+    // layers keep a dense layer's (dense_layer_scenario: for a dense model, the model's own).
     Scenario whole           = s;
     whole.training.recompute = "none";
+    const Scenario dense       = dense_layer_scenario(s);
+    const Scenario dense_whole = dense_layer_scenario(whole);
     const double recomputed  = s.recomputed_layers_on_stage(stage);
     const double checkpoints = s.recompute_checkpoints_on_stage(stage);
     const double per_layer   = layer_activation_bytes(s);
-    const double kept        = s.training.recompute == "full" ? layer_activation_bytes(whole) : per_layer;
-    f.activations = (per_layer * checkpoints + kept * (layers - recomputed)) * micro_batches_in_flight;
-    if (recomputed > 0)
-      f.activations += s.layers_rebuilt_at_once(stage) * layer_activation_bytes(whole);
+    const bool full          = s.training.recompute == "full";
+    const double kept_moe    = kinds.moe == 0 ? 0.0 : full ? layer_activation_bytes(whole) : per_layer;
+    const double kept_dense  = kinds.dense == 0 ? 0.0 : layer_activation_bytes(full ? dense_whole : dense);
+    f.activations = (per_layer * checkpoints + kept_moe * (kinds.moe - kinds.moe_recomputed) +
+                     kept_dense * (kinds.dense - kinds.dense_recomputed)) *
+                    micro_batches_in_flight;
+    if (recomputed > 0) // the widest of the layers rebuilt at once
+      f.activations += s.layers_rebuilt_at_once(stage) *
+                       std::max(kinds.moe_recomputed > 0 ? layer_activation_bytes(whole) : 0.0,
+                                kinds.dense_recomputed > 0 ? layer_activation_bytes(dense_whole) : 0.0);
     // The logits of the vocabulary shard at the loss: fp32 in Megatron's fused cross entropy (4 bytes
     // each); under autocast the 16-bit logits cast to fp32, log_softmax's fp32 output and, as
     // backward begins, its fp32 gradient (cross_entropy = log_softmax + nll_loss): 12. torchtitan's
@@ -404,8 +505,12 @@ public:
     if (stage == p - 1)
       f.activations += (fp32_chain ? 12.0 : 4.0) * s.training.micro_batch_size * s.model.seq_length /
                        s.parallelism.context * s.model.vocab_size / s.parallelism.tensor;
-    double largest = layer_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert,
-                                               expert_tensor_size(s.parallelism));
+    double largest = 0;
+    if (kinds.moe > 0 || kinds.dense == 0)
+      largest = layer_parameters_per_rank(s.model, s.parallelism.tensor, s.parallelism.expert,
+                                          expert_tensor_size(s.parallelism));
+    if (kinds.dense > 0)
+      largest = std::max(largest, layer_parameters_per_rank(dense_layer_model(s.model), s.parallelism.tensor));
     if (stage == 0)
       largest = std::max(largest, embedding_parameters_per_rank(s.model, s.parallelism.tensor));
     if (stage == p - 1)
@@ -415,9 +520,12 @@ public:
     auto widest = [](const std::vector<double>& tensors) {
       return tensors.empty() ? 0.0 : *std::max_element(tensors.begin(), tensors.end());
     };
-    const std::vector<double> layer_tensors = layer_parameter_tensors(s.model, s.parallelism.tensor);
+    // (A mixture of experts' dense layers list theirs.)
+    const bool dense_layers = moe_layer_count(s.model) < s.model.num_layers;
+    const std::vector<double> layer_tensors =
+        dense_layers ? layer_parameter_tensors(dense_layer_model(s.model), s.parallelism.tensor) : std::vector<double>{};
     if (!layer_tensors.empty()) {
-      f.largest_tensor = s.layers_on_stage(stage) > 0 ? widest(layer_tensors) : 0.0;
+      f.largest_tensor = kinds.dense > 0 ? widest(layer_tensors) : 0.0;
       if (stage == 0)
         f.largest_tensor = std::max(f.largest_tensor, widest(embedding_parameter_tensors(s.model, s.parallelism.tensor)));
       if (stage == p - 1)
@@ -441,7 +549,8 @@ public:
   {
     const ModelSpec& m = s.model;
     const double total = model_parameters(m);
-    const double idle  = is_moe(m) ? double(m.num_layers) * (m.num_experts - std::min(m.moe_top_k, m.num_experts)) *
+    const double idle  = is_moe(m) ? double(moe_layer_count(m)) *
+                                         (m.num_experts - std::min(m.moe_top_k, m.num_experts)) *
                                          routed_expert_parameters(m)
                                    : 0;
     return {total, total - idle};
@@ -457,13 +566,14 @@ public:
     Block attention{t.attention_forward, t.attention_backward, t.attention_recompute, t.attention_backward_input,
                     t.attention_backward_weight, true, true};
     Block mlp{t.mlp_forward, t.mlp_backward, t.mlp_recompute, t.mlp_backward_input, t.mlp_backward_weight, true, true};
+    Block dense_mlp = mlp; // a mixture of experts' dense layers keep it (moe_layer)
     // torchtitan turns on torchao's float8 tensor parallelism with its tensorwise float8
     // (parallelize_llama.py: enable_float8_tensorwise_tp, Float8ColwiseParallel,
     // Float8RowwiseParallel, PrepareFloat8ModuleInput from torchao/float8/float8_tensor_parallel.py).
     const bool float8_tensor_parallel =
         s.training.precision == "fp8" && s.parallelism.tensor > 1 && s.parallelism.sequence_parallel &&
         FrameworkRegistry::get(s.training.framework, "training.framework").fp8_dynamic_scaling;
-    attention.float8_gather = mlp.float8_gather = float8_tensor_parallel;
+    attention.float8_gather = mlp.float8_gather = dense_mlp.float8_gather = float8_tensor_parallel;
     auto& custom = out.block_kinds;
     custom.assign(works.size(), BlockKind::Dense);
     double experts = 0;
@@ -505,11 +615,16 @@ public:
     const double layer_parameters =
         layer_parameters_per_rank(s.model, tensor, s.parallelism.expert, expert_tensor_size(s.parallelism));
     Layer layer{{attention, mlp}, layer_parameters - experts, experts, full, layer_parameter_tensors(s.model, tensor)};
+    // A mixture of experts' dense layers (ModelSpec::first_dense_layers, moe_layer_freq): the
+    // attention and the dense MLP, their parameters all dense ones.
+    const ModelSpec dense_model = dense_layer_model(s.model);
+    Layer dense_layer{{attention, dense_mlp}, layer_parameters_per_rank(dense_model, tensor), 0, full,
+                      layer_parameter_tensors(dense_model, tensor)};
     // torchao's float8 all-gather: a block's parameters are its linear weights but for two norm
     // vectors, and they travel in FP8 (the embedding and the output layer, left out of the float8
     // conversion, in 16 bits).
     if (s.parallelism.float8_all_gather)
-      layer.gathered_element_bytes = 1;
+      layer.gathered_element_bytes = dense_layer.gathered_element_bytes = 1;
     // Sliding-window attention (model.sliding_window): a windowed layer runs the attention works
     // with each fused attention kernel cut to the band of keys its queries see, W·s − W(W−1)/2
     // query-key pairs over a sequence of s instead of the causal s²/2, as FlashAttention's and
@@ -517,7 +632,8 @@ public:
     // window_size=(W−1, 0); Transformer Engine's window_size). Unfused attention still
     // materialises all s² scores and masks them. The layers windowed_layer() leaves out attend
     // over the whole sequence.
-    Layer windowed = layer;
+    Layer windowed       = layer;
+    Layer dense_windowed = dense_layer;
     const bool windows = s.model.sliding_window > 0 && s.model.sliding_window < s.model.seq_length;
     if (windows) {
       const double w = s.model.sliding_window;
@@ -543,7 +659,9 @@ public:
       a.backward       = windowed_work(a.backward);
       a.recompute      = windowed_work(a.recompute);
       a.backward_input = windowed_work(a.backward_input);
+      dense_windowed.blocks[0] = a; // the same attention block
     }
+    const bool dense_layers = !is_moe(s.model) || moe_layer_count(s.model) < s.model.num_layers;
 
     out.stages.resize(static_cast<size_t>(p * v));
     long long first = 0; // the model's index of the chunk's first layer
@@ -554,7 +672,9 @@ public:
       const int n = s.layers_in_virtual_stage(vs);
       const int g = s.training.recompute_group;
       for (int j = 0; j < n; ++j) { // a partial full recompute rebuilds some of them (training.recompute_every)
-        Layer& l = windows && windowed_layer(s.model, first + j) ? windowed : layer;
+        const bool dense = is_moe(s.model) && dense_layers && !moe_layer(s.model, first + j);
+        const bool window = windows && windowed_layer(s.model, first + j);
+        Layer& l = dense ? (window ? dense_windowed : dense_layer) : (window ? windowed : layer);
         l.recomputed = full && s.layer_recomputed(first + j, j);
         // Uniform groups are rebuilt at their last layer's backward, the first layer first.
         l.recompute_span = j % g == g - 1 || j == n - 1 ? j % g + 1 : 0;

@@ -49,6 +49,16 @@ struct ModelSpec {
   // / num_attention_heads. Qwen3, Gemma and GPT-OSS set another: Qwen3-30B-A3B's 32 heads of 128
   // over a hidden size of 2048 make the query and the attention's output 4096 wide.
   int head_dim            = 0;
+  // Multi-head latent attention (DeepSeek-V2 and V3; Megatron-Core's --multi-latent-attention;
+  // workloads/models/latent_attention.hpp) where kv_lora_rank > 0: keys and values are projected
+  // up from a kv_lora_rank-wide latent (plus a qk_rope_head_dim-wide rotary key shared by the
+  // heads), queries from a q_lora_rank-wide one (0: from the hidden state directly). Each head's
+  // query and key are head_dim (DeepSeek's qk_nope_head_dim, Megatron's --qk-head-dim) +
+  // qk_rope_head_dim wide, its value v_head_dim (0: head_dim).
+  int q_lora_rank      = 0;
+  int kv_lora_rank     = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim       = 0;
   // Sliding-window attention (Mistral 7B v0.1, Gemma 2 and 3, GPT-OSS): a query attends to at
   // most sliding_window keys, itself and the ones before it (HuggingFace's sliding_window;
   // Megatron-Core's --window-size L,0 is L + 1 of them); 0 = the whole causal sequence.

@@ -237,6 +237,67 @@ void import_sliding_window(const nlohmann::json& c, const std::string& type, Mod
 }
 } // namespace
 
+// DeepSeek-V2 and V3 (modeling_deepseek.py; transformers' deepseek_v3): multi-head latent
+// attention (DeepseekV3Attention: q_a_proj to q_lora_rank, or q_proj where q_lora_rank is null;
+// kv_a_proj_with_mqa to kv_lora_rank + qk_rope_head_dim; heads of qk_nope_head_dim +
+// qk_rope_head_dim and values of v_head_dim), RMSNorm, SwiGLU, and DeepSeekMoE: n_routed_experts
+// of moe_intermediate_size, num_experts_per_tok of them per token, n_shared_experts beside them
+// (DeepseekV3MoE.shared_experts, one MLP of moe_intermediate_size × n_shared_experts), in the
+// layers from first_k_dense_replace on whose index moe_layer_freq divides; the others a dense MLP
+// of intermediate_size. The multi-token prediction layers (num_nextn_predict_layers) are not part
+// of the model HuggingFace builds, nor of stepsim's.
+void import_deepseek(const nlohmann::json& c, ModelSpec& m, Problems& problems)
+{
+  m.num_layers          = get_int(c, "num_hidden_layers", problems);
+  m.hidden_size         = get_int(c, "hidden_size", problems);
+  m.num_attention_heads = get_int(c, "num_attention_heads", problems);
+  m.num_query_groups    = m.num_attention_heads; // a key and a value per head (MLA)
+  if (given(c, "num_key_value_heads") && get_int(c, "num_key_value_heads", problems) != m.num_attention_heads)
+    problems.add("num_key_value_heads", fmt::format("{}: multi-head latent attention projects a key and a value "
+                                                    "for each of the {} heads; expected {}",
+                                                    c["num_key_value_heads"].dump(), m.num_attention_heads,
+                                                    m.num_attention_heads));
+  m.ffn_hidden_size = get_int(c, "intermediate_size", problems);
+  m.seq_length      = get_int(c, "max_position_embeddings", problems, 4096);
+  m.vocab_size      = get_int(c, "vocab_size", problems);
+  m.mlp             = "swiglu";
+  m.norm            = "rmsnorm";
+  m.tied_embeddings = get_bool(c, "tie_word_embeddings", problems, false);
+  m.dropout         = 0;
+  if (get_text(c, "hidden_act", problems, "silu") != "silu")
+    problems.add("hidden_act", fmt::format("{}: DeepSeek's experts and MLPs are SwiGLU; expected \"silu\"",
+                                           c["hidden_act"].dump()));
+  m.kv_lora_rank     = get_int(c, "kv_lora_rank", problems);
+  m.q_lora_rank      = given(c, "q_lora_rank") ? get_int(c, "q_lora_rank", problems) : 0; // null: no query latent
+  m.head_dim         = get_int(c, "qk_nope_head_dim", problems);
+  m.qk_rope_head_dim = get_int(c, "qk_rope_head_dim", problems);
+  m.v_head_dim       = get_int(c, "v_head_dim", problems);
+  if (!given(c, "n_routed_experts")) // a DeepSeek config without experts is a dense model
+    return;
+  auto required = [&](const char* key, const char* what) {
+    if (!given(c, key)) {
+      problems.add(key, fmt::format("missing in the HuggingFace config: a DeepSeek MoE config must name its "
+                                    "experts in full ({})",
+                                    what));
+      return 1;
+    }
+    return get_int(c, key, problems);
+  };
+  m.num_experts         = get_int(c, "n_routed_experts", problems);
+  m.moe_top_k           = required("num_experts_per_tok", "the experts each token is routed to");
+  m.moe_ffn_hidden_size = required("moe_intermediate_size", "each expert's FFN width");
+  m.moe_shared_experts  = given(c, "n_shared_experts") ? get_int(c, "n_shared_experts", problems) : 0;
+  if (given(c, "first_k_dense_replace")) {
+    const auto& k = c["first_k_dense_replace"];
+    if (!k.is_number_integer() || k.get<long long>() < 0 || k.get<long long>() > m.num_layers)
+      problems.add("first_k_dense_replace",
+                   fmt::format("expected an integer in [0, {}] (num_hidden_layers), got {}", m.num_layers, k.dump()));
+    else
+      m.first_dense_layers = k.get<int>();
+  }
+  m.moe_layer_freq = given(c, "moe_layer_freq") ? get_int(c, "moe_layer_freq", problems) : 1;
+}
+
 ModelSpec import_hf_config(const nlohmann::json& c)
 {
   Problems problems;
@@ -290,10 +351,12 @@ ModelSpec import_hf_config(const nlohmann::json& c)
       m.head_dim = get_int(c, "head_dim", problems);
     import_experts(c, type, m, problems);
     import_sliding_window(c, type, m, problems);
+  } else if (type == "deepseek_v2" || type == "deepseek_v3") {
+    import_deepseek(c, m, problems);
   } else if (problems.empty()) { // a model_type that is no string is already reported
     problems.add("model_type", fmt::format("\"{}\" is not a supported HuggingFace model type; expected one of "
                                            "\"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", "
-                                           "\"qwen3_moe\", \"gpt2\"",
+                                           "\"qwen3_moe\", \"deepseek_v2\", \"deepseek_v3\", \"gpt2\"",
                                            type));
   }
   problems.throw_if_any();

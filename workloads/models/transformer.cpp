@@ -1,6 +1,7 @@
 #include "workloads/models/transformer.hpp"
 
 #include "sim/core/framework.hpp"
+#include "workloads/models/latent_attention.hpp"
 #include "workloads/models/moe.hpp"
 
 #include <algorithm>
@@ -44,6 +45,7 @@ struct Shape {
   double tokens;   // micro-batch × sequence
   double h, ffn, heads, head_dim, kv, vocab, t;
   double q;        // the query's and the attention output's width, heads × head_dim (h unless model.head_dim)
+  double o;        // the attention output's width: q, or heads × v_head_dim under latent attention
   double e;        // GEMM operand bytes
   double a;        // bytes of every other tensor element (stored_element_bytes): bf16 in an fp8 run
   bool fp8;        // Transformer Engine's FP8: casts before the GEMMs (add_transformer_works)
@@ -61,6 +63,15 @@ Shape shape_of(const Scenario& s)
   x.heads       = m.num_attention_heads;
   x.head_dim    = attention_head_dim(m);
   x.q           = attention_width(m);
+  x.o           = x.q;
+  if (latent_attention(m)) {
+    // Queries and keys of head_dim + qk_rope_head_dim, values and outputs of v_head_dim: the
+    // core's FLOPs and bytes are those of heads of their mean width (QKᵀ over the first, PV over
+    // the second; Q, K, V and O read or written once each).
+    x.head_dim = (query_head_dim(m) + value_head_dim(m)) / 2;
+    x.q        = m.num_attention_heads * query_head_dim(m);
+    x.o        = m.num_attention_heads * value_head_dim(m);
+  }
   x.kv          = kv_hidden(m);
   x.vocab       = m.vocab_size;
   x.e           = element_bytes(s.training.precision);
@@ -140,6 +151,95 @@ void attention_core(const Scenario& s, const Shape& x, bool backward, std::vecto
   }
 }
 
+// Multi-head latent attention's projections (workloads/models/latent_attention.hpp), in the
+// order Megatron-Core's MLASelfAttention runs them. The down projections are duplicated on every
+// tensor rank and run on the rank's own tokens (norm_tokens: its sequence shard under sequence
+// parallelism); the latents' norms, the up projections (over the rank's heads) and the rotary
+// embedding on all the micro-batch's tokens. Under Transformer Engine's FP8 the down
+// projections cast their input (TELinear), the latents' fused norms write FP8 for the up
+// projections (TELayerNormColumnParallelLinear), whose weight gradients transpose it, and every
+// output gradient is cast with its transpose before its input gradient.
+enum class LatentPass { Forward, InputGradients, WeightGradients };
+
+void latent_attention_works(const Scenario& s, const Shape& x, LatentPass pass, std::vector<Kernel>& out)
+{
+  const ModelSpec& m = s.model;
+  const double own   = x.norm_tokens; // the down projections' tokens
+  const double heads = m.num_attention_heads / x.t;
+  const double qk = query_head_dim(m), nope = attention_head_dim(m), v = value_head_dim(m);
+  const double rope = m.qk_rope_head_dim, q_lora = m.q_lora_rank, kv_lora = m.kv_lora_rank;
+  const bool te_fp8 = x.fp8; // latent attention is refused under torchao's float8 (transformer_kind.cpp)
+  auto on = [&](const char* name, double tokens, double n, double k) { return gemm(name, tokens, n, k, x.e, 1, x.a); };
+  // A latent's RMSNorm: the norm's input read, its output written (in FP8 under FP8), backward
+  // the input, the output gradient and the weight read and the input gradient written.
+  auto latent_norm = [&](const char* name, double width) {
+    return te_fp8 ? memory_kernel(name, x.tokens * width * (x.a + 1)) : elementwise(name, x.tokens, width, 2, x.a);
+  };
+  // The fused rotary embedding (fused_apply_mla_rope_for_q and _for_kv): the query and the
+  // up-projected keys and values read with the shared rotary key, the query, key and value the
+  // core takes written.
+  const double rope_bytes = x.tokens * x.a * (heads * (qk + nope + v) + rope + heads * (2 * qk + v));
+  switch (pass) {
+  case LatentPass::Forward:
+    if (q_lora > 0) {
+      if (te_fp8)
+        out.push_back(fp8_cast_transpose("q_down_proj_input_fp8_cast", own, x.h));
+      out.push_back(on("q_down_proj", own, q_lora, x.h));
+    }
+    if (te_fp8)
+      out.push_back(fp8_cast_transpose("kv_down_proj_input_fp8_cast", own, x.h));
+    out.push_back(on("kv_down_proj", own, kv_lora + rope, x.h));
+    if (q_lora > 0) {
+      out.push_back(latent_norm("q_latent_norm", q_lora));
+      out.push_back(on("q_up_proj", x.tokens, heads * qk, q_lora));
+    } else {
+      if (te_fp8)
+        out.push_back(fp8_cast_transpose("q_proj_input_fp8_cast", x.tokens, x.h));
+      out.push_back(on("q_proj", x.tokens, heads * qk, x.h));
+    }
+    out.push_back(latent_norm("kv_latent_norm", kv_lora));
+    out.push_back(on("kv_up_proj", x.tokens, heads * (nope + v), kv_lora));
+    out.push_back(memory_kernel("latent_rope", rope_bytes));
+    return;
+  case LatentPass::InputGradients:
+    out.push_back(memory_kernel("latent_rope_bwd", rope_bytes));
+    if (te_fp8)
+      out.push_back(fp8_cast_transpose("kv_up_proj_grad_fp8_cast", x.tokens, heads * (nope + v)));
+    out.push_back(on("kv_up_proj_dgrad", x.tokens, kv_lora, heads * (nope + v)));
+    out.push_back(elementwise("kv_latent_norm_bwd", x.tokens, kv_lora, 4, x.a));
+    if (te_fp8)
+      out.push_back(fp8_cast_transpose("q_proj_grad_fp8_cast", x.tokens, heads * qk));
+    if (q_lora > 0) {
+      out.push_back(on("q_up_proj_dgrad", x.tokens, q_lora, heads * qk));
+      out.push_back(elementwise("q_latent_norm_bwd", x.tokens, q_lora, 4, x.a));
+      if (te_fp8)
+        out.push_back(fp8_cast_transpose("q_down_proj_grad_fp8_cast", own, q_lora));
+      out.push_back(on("q_down_proj_dgrad", own, x.h, q_lora));
+    } else {
+      out.push_back(on("q_proj_dgrad", x.tokens, x.h, heads * qk));
+    }
+    if (te_fp8)
+      out.push_back(fp8_cast_transpose("kv_down_proj_grad_fp8_cast", own, kv_lora + rope));
+    out.push_back(on("kv_down_proj_dgrad", own, x.h, kv_lora + rope));
+    return;
+  case LatentPass::WeightGradients:
+    if (te_fp8) { // the fused norms' FP8 outputs, transposed for the up projections' weight gradients
+      if (q_lora > 0)
+        out.push_back(fp8_transpose("q_up_proj_input_fp8_transpose", x.tokens, q_lora));
+      out.push_back(fp8_transpose("kv_up_proj_input_fp8_transpose", x.tokens, kv_lora));
+    }
+    if (q_lora > 0) {
+      out.push_back(on("q_up_proj_wgrad", q_lora, heads * qk, x.tokens));
+      out.push_back(on("q_down_proj_wgrad", x.h, q_lora, own));
+    } else {
+      out.push_back(on("q_proj_wgrad", x.h, heads * qk, x.tokens));
+    }
+    out.push_back(on("kv_up_proj_wgrad", kv_lora, heads * (nope + v), x.tokens));
+    out.push_back(on("kv_down_proj_wgrad", x.h, kv_lora + rope, own));
+    return;
+  }
+}
+
 } // namespace
 
 double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert, int expert_tensor)
@@ -156,6 +256,8 @@ double layer_parameters_per_rank(const ModelSpec& m, int tensor, int expert, int
                              router_parameters(m) +
                              shared_expert_parameters_per_rank(m, tensor)
                        : 0;
+  if (latent_attention(m)) // its down projections and latent norms whole on every rank (RMSNorm, no biases)
+    return mlp / tensor + latent_attention_parameters_per_rank(m, tensor) + norms + experts;
   return (qkv + proj + mlp + biases) / tensor + norms + experts;
 }
 
@@ -179,8 +281,13 @@ std::vector<double> layer_parameter_tensors(const ModelSpec& m, int tensor)
       out.push_back(bias);
   };
   norm();
-  linear(h * qkv_width / t, qkv_width / t);
-  linear(q * h / t, h / t); // the row-parallel biases counted per rank, as layer_parameters_per_rank does
+  if (latent_attention(m)) { // RMSNorm, no biases
+    for (double tensor_parameters : latent_attention_parameter_tensors(m, tensor))
+      out.push_back(tensor_parameters);
+  } else {
+    linear(h * qkv_width / t, qkv_width / t);
+    linear(q * h / t, h / t); // the row-parallel biases counted per rank, as layer_parameters_per_rank does
+  }
   norm();
   linear(mlp_matrices(m) == 3 ? 2 * h * ffn / t : h * ffn / t, ffn / t); // SwiGLU's gate and up in one
   linear(h * ffn / t, h / t);
@@ -222,6 +329,7 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
 {
   const Shape x   = shape_of(s);
   const double nt = x.norm_tokens;
+  const bool latent = latent_attention(s.model); // multi-head latent attention: latent_attention_works
   auto add        = [&](const char* name, std::vector<Kernel> kernels) {
     works.push_back(Work{name, std::move(kernels), 0});
     return static_cast<int>(works.size() - 1);
@@ -289,7 +397,7 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   auto repeat_kv        = [&](const char* name) {
     return eager_kernel(name, x.tokens * 2 * (x.kv + x.q) / x.t * x.a, 2);
   };
-  const bool grouped = x.kv < x.q;
+  const bool grouped = x.kv < x.q && !latent;
   const bool biases   = s.model.norm == "layernorm"; // GPT's linear layers have biases, Llama's none
   const double attn_weights = (x.h * (qkv_n + x.q / x.t)) + (biases ? qkv_n + x.h / x.t : 0);
   const double mlp_weights  = (x.h * (mlp_n + x.ffn / x.t)) + (biases ? mlp_n + x.h : 0);
@@ -334,12 +442,18 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
 
   // The attention block in three parts: before its core, the core, after it. Context parallelism
   // runs the core once per K/V block of the ring (workloads/parallel/context_parallel.hpp).
-  std::vector<Kernel> attn_f_pre = norm("input_norm", "input_norm_cast");
+  // Under latent attention the input norm is a norm of its own (TENorm) that writes the
+  // training precision for the down projections, each casting it to FP8 itself (TELinear).
+  std::vector<Kernel> attn_f_pre =
+      latent ? std::vector<Kernel>{elementwise("input_norm", nt, x.h, 2, x.a)} : norm("input_norm", "input_norm_cast");
   if (autocast)
     attn_f_pre.insert(attn_f_pre.begin(), weight_cast("attention_weight_cast", attn_weights));
   if (cast_weights)
     attn_f_pre.insert(attn_f_pre.begin(), fp8_stored_cast("attention_weight_fp8_cast", attn_weights, x.a));
-  attn_f_pre.push_back(fwd("qkv", x, qkv_n, x.h));
+  if (latent)
+    latent_attention_works(s, x, LatentPass::Forward, attn_f_pre);
+  else
+    attn_f_pre.push_back(fwd("qkv", x, qkv_n, x.h));
   if (eager_rms)
     attn_f_pre.push_back(rope("rotary_embedding"));
   if (eager && grouped)
@@ -348,12 +462,12 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   attention_core(s, x, false, attn_f_core);
   std::vector<Kernel> attn_f_post;
   if (autocast || eager) // (batch, heads, sequence, head_dim) to (batch, sequence, hidden)
-    attn_f_post.push_back(elementwise("attention_output_copy", x.tokens, x.q / x.t, 2, x.a));
+    attn_f_post.push_back(elementwise("attention_output_copy", x.tokens, x.o / x.t, 2, x.a));
   if (te_fp8) // the bf16 attention output into the projection (te.Linear)
-    attn_f_post.push_back(fp8_cast_transpose("attention_out_fp8_cast", x.tokens, x.q / x.t));
+    attn_f_post.push_back(fp8_cast_transpose("attention_out_fp8_cast", x.tokens, x.o / x.t));
   if (dynamic_fp8)
-    attn_f_post.push_back(fp8_fresh_cast("attention_out_fp8_cast", x.tokens * x.q / x.t, x.a));
-  attn_f_post.push_back(fwd("attention_out", x, x.h, x.q / x.t));
+    attn_f_post.push_back(fp8_fresh_cast("attention_out_fp8_cast", x.tokens * x.o / x.t, x.a));
+  attn_f_post.push_back(fwd("attention_out", x, x.h, x.o / x.t));
   attn_f_post.push_back(residual_add());
   const std::vector<Kernel> attn_f = joined(joined(attn_f_pre, attn_f_core), attn_f_post);
 
@@ -405,9 +519,9 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     attn_bi_post.push_back(fp8_cast_transpose("attention_out_grad_fp8_cast", nt, x.h));
   if (cast_weights) // the weights again for the input gradients (weight_for_grad_input)
     attn_bi_post.push_back(fp8_stored_cast("attention_weight_fp8_cast_bwd", attn_weights, x.a));
-  attn_bi_post.push_back(dgrad("attention_out_dgrad", x, x.h, x.q / x.t));
+  attn_bi_post.push_back(dgrad("attention_out_dgrad", x, x.h, x.o / x.t));
   if (autocast || eager)
-    attn_bi_post.push_back(elementwise("attention_output_copy_bwd", x.tokens, x.q / x.t, 2, x.a));
+    attn_bi_post.push_back(elementwise("attention_output_copy_bwd", x.tokens, x.o / x.t, 2, x.a));
   std::vector<Kernel> attn_bi_core;
   if (s.training.recompute == "selective" && !by_op) // the attention core is recomputed inside backward
     attention_core(s, x, false, attn_bi_core);
@@ -419,9 +533,13 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
     attn_bi_pre.push_back(rope("rotary_embedding_bwd"));
   if (autocast) // the query, key and value gradients copied into the projection's output gradient
     attn_bi_pre.push_back(elementwise("qkv_grad_copy", x.tokens, qkv_n, 2, x.a));
-  if (x.fp8)
-    attn_bi_pre.push_back(fp8_cast_transpose("qkv_grad_fp8_cast", x.tokens, qkv_n));
-  attn_bi_pre.push_back(dgrad("qkv_dgrad", x, qkv_n, x.h));
+  if (latent) {
+    latent_attention_works(s, x, LatentPass::InputGradients, attn_bi_pre);
+  } else {
+    if (x.fp8)
+      attn_bi_pre.push_back(fp8_cast_transpose("qkv_grad_fp8_cast", x.tokens, qkv_n));
+    attn_bi_pre.push_back(dgrad("qkv_dgrad", x, qkv_n, x.h));
+  }
   attn_bi_pre = joined(attn_bi_pre, norm_backward("input_norm_bwd", "input_norm_cast_bwd", "input_residual_grad_add"));
   const std::vector<Kernel> attn_bi = joined(joined(attn_bi_post, attn_bi_core), attn_bi_pre);
   // The weight gradients read the FP8 inputs transposed: the projection's was cast and transposed
@@ -429,13 +547,17 @@ TransformerWorks add_transformer_works(const Scenario& s, std::vector<Work>& wor
   // fc2's (the activation's) are transposed here (fp8_transpose).
   // torchao saved them in bf16 and casts them again, column-major (input_for_grad_weight).
   std::vector<Kernel> attn_bw;
-  if (te_fp8)
+  if (te_fp8 && !latent)
     attn_bw.push_back(fp8_transpose("qkv_input_fp8_transpose", x.tokens, x.h));
   if (dynamic_fp8) {
     attn_bw.push_back(fp8_stored_cast("qkv_input_fp8_recast", x.tokens * x.h, x.a));
     attn_bw.push_back(fp8_stored_cast("attention_out_input_fp8_recast", x.tokens * x.q / x.t, x.a));
   }
-  attn_bw.insert(attn_bw.end(), {wgrad("attention_out_wgrad", x, x.h, x.q / x.t), wgrad("qkv_wgrad", x, qkv_n, x.h)});
+  attn_bw.push_back(wgrad("attention_out_wgrad", x, x.h, x.o / x.t));
+  if (latent)
+    latent_attention_works(s, x, LatentPass::WeightGradients, attn_bw);
+  else
+    attn_bw.push_back(wgrad("qkv_wgrad", x, qkv_n, x.h));
 
   std::vector<Kernel> mlp_bi;
   if (by_op) { // the norm, the up projection (a gated MLP's second matmul) and the activation

@@ -1,6 +1,7 @@
 // The decoder-only transformer (GPT, Llama, Mixtral-style MoE blocks) as a model kind
 // (workloads/models/model_kind.hpp): its fields, FLOPs, memory footprint and the blocks the
 // lowering walks. The kernels of each block are in transformer.cpp, the MoE blocks in moe.cpp.
+#include "workloads/models/latent_attention.hpp"
 #include "workloads/models/model_kind.hpp"
 #include "workloads/models/moe.hpp"
 #include "workloads/models/transformer.hpp"
@@ -103,15 +104,23 @@ double layer_activation_bytes(const Scenario& s)
   const bool autocast = runs_under_autocast(s);
   // Under fp8 QKV's input at one byte, and the output projection keeps its FP8 input beside the
   // fused attention's 16-bit output (which the 16-bit count shares between the two).
-  const double whole     = (autocast ? 8 : 4) + (fp8 ? 1 : 2) + mask + mlp.whole;
+  double whole           = (autocast ? 8 : 4) + (fp8 ? 1 : 2) + mask + mlp.whole;
   // Ulysses keeps Q, K and V as the attention holds them (head shards of the whole sequence: the
   // same bytes), but its output twice: the fused attention saves it in head shards for its
   // backward (flash-attn's forward saves q, k, v, out), and the output projection its input, the
   // all-to-all's result in sequence shards (deepspeed/sequence/layer.py: the output's
   // _SeqAllToAll saves nothing of its own). Selective recompute keeps neither of the core's.
   const bool second_output = ulysses > 1 && s.training.recompute == "none" && s.training.attention == "flash";
-  const double sharded     = 2 * q + 2 * kv + 2 * kv + 2 * q + (fp8 ? q : 0) + (second_output ? 2 * q : 0) +
+  double sharded           = 2 * q + 2 * kv + 2 * kv + 2 * q + (fp8 ? q : 0) + (second_output ? 2 * q : 0) +
                              (autocast ? 2 * q : 0) + mlp.sharded;
+  // Multi-head latent attention keeps its latents on each rank's own tokens and the heads' query,
+  // key, value and output (latent_attention.hpp); the down projections' input (the input norm's
+  // output) once in 16 bits, or as each one's FP8 copy.
+  if (latent_attention(m)) {
+    const LatentAttentionBytes latent = latent_attention_activation_bytes(m, 2, fp8 ? 1 : 2);
+    whole   = 4 + 2 + mask + mlp.whole + latent.whole / h;
+    sharded = latent.sharded / h + mlp.sharded;
+  }
   if (sp)
     return sbh / t * (whole + sharded + scores) + experts;
   return sbh * (whole + sharded / t + scores / t) + experts;
@@ -142,6 +151,15 @@ double attended_keys_over_layers(const ModelSpec& m, double seq)
   return double(full) * seq + double(m.num_layers - full) * m.sliding_window;
 }
 
+// The width of the attention's two products per token and key, QKᵀ and PV, as one: the query's
+// (heads × head_dim), or under latent attention the mean of the query's (heads × (head_dim +
+// qk_rope_head_dim)) and the value's (heads × v_head_dim).
+double core_width(const ModelSpec& m)
+{
+  return latent_attention(m) ? m.num_attention_heads * (query_head_dim(m) + value_head_dim(m)) / 2
+                             : attention_width(m);
+}
+
 // `expert_share`: of the top_k expert passes per token, the share the experts run. Model FLOPs
 // count min(1, capacity factor) (Megatron's count: no capacity padding, no router; a capacity
 // below 1 drops the overflowing tokens, which are then not computed); hardware FLOPs count the
@@ -165,16 +183,19 @@ double forward_flops_per_token(const ModelSpec& m, double seq, double expert_sha
                                        : 0.0;
   const double dense_mlp    = gated * h * m.ffn_hidden_size;
   const bool windows        = m.sliding_window > 0 && m.sliding_window < seq; // keys differ from layer to layer
+  // The attention's projections (latent attention's down, up and output ones: Megatron's count
+  // under multi_latent_attention) and its core, QKᵀ and PV over `core` wide heads.
+  const double projections = latent_attention(m) ? latent_attention_projection_macs(m) : h * (q + 2 * kv) + q * h;
+  const double core        = core_width(m);
   // Each kind's layers, summed where there are any.
   auto over_layers = [&](double layers, double mlp) {
     if (layers == 0)
       return 0.0;
-    return windows ? layers * 2.0 * (h * (q + 2 * kv) + q * h + mlp)
-                   : layers * (2.0 * (h * (q + 2 * kv) + q * h + mlp) + 4.0 * seq * q);
+    return windows ? layers * 2.0 * (projections + mlp) : layers * (2.0 * (projections + mlp) + 4.0 * seq * core);
   };
   const double layers = over_layers(moe_layers, moe_mlp) + over_layers(dense_layers, dense_mlp);
   if (windows)
-    return layers + 4.0 * q * attended_keys_over_layers(m, seq) + 2.0 * h * m.vocab_size;
+    return layers + 4.0 * core * attended_keys_over_layers(m, seq) + 2.0 * h * m.vocab_size;
   return layers + 2.0 * h * m.vocab_size;
 }
 
@@ -244,6 +265,11 @@ public:
       "num_query_groups", m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads, 1, kMaxWidth));
   // Absent: hidden_size / num_attention_heads (0), or the HuggingFace config's head_dim.
   m.head_dim = static_cast<int>(r.integer("head_dim", m.head_dim, 1, kMaxWidth));
+  // Multi-head latent attention (ModelSpec::kv_lora_rank; latent_attention.hpp).
+  m.kv_lora_rank     = static_cast<int>(r.integer("kv_lora_rank", m.kv_lora_rank, 1, kMaxWidth));
+  m.q_lora_rank      = static_cast<int>(r.integer("q_lora_rank", m.q_lora_rank, 1, kMaxWidth));
+  m.qk_rope_head_dim = static_cast<int>(r.integer("qk_rope_head_dim", m.qk_rope_head_dim, 1, kMaxWidth));
+  m.v_head_dim       = static_cast<int>(r.integer("v_head_dim", m.v_head_dim, 1, kMaxWidth));
   // Absent: the whole causal sequence (0), or the HuggingFace config's sliding window.
   m.sliding_window = static_cast<int>(r.integer("sliding_window", m.sliding_window, 1, kMaxTokens));
   m.window_attn_skip_freq =
@@ -304,7 +330,11 @@ public:
         {"sliding_window", {m.sliding_window > 0 ? m.sliding_window : 1, kMaxTokens}},
         {"moe_ffn_hidden_size", {m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : 1, 4 * kMaxWidth}},
         {"moe_shared_expert_ffn_hidden_size",
-         {m.moe_shared_expert_ffn_hidden_size > 0 ? m.moe_shared_expert_ffn_hidden_size : 1, 4 * kMaxWidth}}};
+         {m.moe_shared_expert_ffn_hidden_size > 0 ? m.moe_shared_expert_ffn_hidden_size : 1, 4 * kMaxWidth}},
+        {"kv_lora_rank", {m.kv_lora_rank > 0 ? m.kv_lora_rank : 1, kMaxWidth}},
+        {"q_lora_rank", {m.q_lora_rank > 0 ? m.q_lora_rank : 1, kMaxWidth}},
+        {"qk_rope_head_dim", {m.qk_rope_head_dim > 0 ? m.qk_rope_head_dim : 1, kMaxWidth}},
+        {"v_head_dim", {m.v_head_dim > 0 ? m.v_head_dim : 1, kMaxWidth}}};
     for (const auto& [name, bounds] : fields)
       if (bounds.first < (std::string(name) == "num_experts" ? 0 : 1) || bounds.first > bounds.second)
         r.problems().add(r.path_of("hf_config"), fmt::format("{} {} from the HuggingFace config is outside [1, {}]",
@@ -331,6 +361,31 @@ public:
   else if (m.num_query_groups > 0 && m.num_attention_heads % m.num_query_groups != 0)
     r.problems().add(r.path_of("num_query_groups"), fmt::format("num_attention_heads {} is not divisible by {}",
                                                                  m.num_attention_heads, m.num_query_groups));
+  // Latent attention's fields without its key-value latent; with it, the head widths it cannot
+  // take from the hidden size (DeepSeek-V3's 128 heads of 128 + 64 over a hidden size of 7168),
+  // one key and value per head, and DeepSeek's RMSNorm without biases.
+  for (const char* key : {"q_lora_rank", "qk_rope_head_dim", "v_head_dim"})
+    if (m.kv_lora_rank == 0 && r.has(key))
+      r.problems().add(r.path_of(key), "needs multi-head latent attention: model.kv_lora_rank is 0");
+  if (m.kv_lora_rank > 0) {
+    if (m.head_dim == 0)
+      r.problems().add(r.path_of("head_dim"), "expected with multi-head latent attention (model.kv_lora_rank): each "
+                                              "head's query and key width without the rotary part (DeepSeek's "
+                                              "qk_nope_head_dim)");
+    if (m.qk_rope_head_dim == 0)
+      r.problems().add(r.path_of("qk_rope_head_dim"), "expected with multi-head latent attention "
+                                                      "(model.kv_lora_rank): the rotary part of each head's query "
+                                                      "and key (DeepSeek's qk_rope_head_dim)");
+    if (m.num_query_groups != m.num_attention_heads && !r.problems().about(r.path_of("num_query_groups")))
+      r.problems().add(r.path_of("num_query_groups"),
+                       fmt::format("{}: multi-head latent attention projects a key and a value for each of the {} "
+                                   "heads",
+                                   m.num_query_groups, m.num_attention_heads));
+    if (m.norm != "rmsnorm")
+      r.problems().add(r.path_of("norm"), fmt::format("\"{}\": multi-head latent attention is lowered as DeepSeek's "
+                                                      "models run it, with RMSNorm and no biases; expected rmsnorm",
+                                                      m.norm));
+  }
   // Expert fields mean nothing to a dense model: a scenario that gives them meant a MoE.
   for (const char* key : {"moe_top_k", "moe_capacity_factor", "moe_ffn_hidden_size", "moe_shared_experts",
                           "moe_shared_expert_ffn_hidden_size", "moe_shared_expert_gate", "first_dense_layers",
@@ -373,6 +428,21 @@ public:
   {
     const auto& m = s.model;
     const auto& p = s.parallelism;
+    // Latent attention as Megatron-Core runs it: not split over a context-parallel ring, nor
+    // lowered as eager PyTorch ops or torchao's float8 casts.
+    if (latent_attention(m)) {
+      const FrameworkProfile& profile = FrameworkRegistry::get(s.training.framework, "training.framework");
+      if (p.context > 1)
+        problems.add("parallelism.context", fmt::format("{}: multi-head latent attention (model.kv_lora_rank) is "
+                                                        "not lowered with context parallelism; use 1",
+                                                        p.context));
+      if (profile.eager_ops || runs_under_autocast(s) || (s.training.precision == "fp8" && profile.fp8_dynamic_scaling))
+        problems.add("training.framework",
+                     fmt::format("\"{}\": multi-head latent attention (model.kv_lora_rank) is lowered as "
+                                 "Megatron-Core runs it (fused kernels, Transformer Engine's FP8), not as this "
+                                 "framework's eager ops or casts; use megatron-core, nemo or generic",
+                                 s.training.framework));
+    }
     if (selective_by_op(s) && is_moe(m))
       problems.add("training.recompute",
                    fmt::format("\"selective\" under {} is its per-op policy, which stepsim lowers for dense layers; "
@@ -429,8 +499,8 @@ public:
     if (s.training.recompute == "selective")
       return s.model.sliding_window > 0 && s.model.sliding_window < s.model.seq_length
                  ? 3.0 * forward + tokens * 4.0 * attended_keys_over_layers(s.model, s.model.seq_length) *
-                                       attention_width(s.model)
-                 : 3.0 * forward + tokens * s.model.num_layers * 4.0 * s.model.seq_length * attention_width(s.model);
+                                       core_width(s.model)
+                 : 3.0 * forward + tokens * s.model.num_layers * 4.0 * s.model.seq_length * core_width(s.model);
     return 3.0 * forward;
   }
 

@@ -237,6 +237,25 @@ void import_sliding_window(const nlohmann::json& c, const std::string& type, Mod
 }
 } // namespace
 
+// The sizes the Llama-family types and DeepSeek's name alike (num_hidden_layers, hidden_size,
+// num_attention_heads, intermediate_size, max_position_embeddings, vocab_size,
+// tie_word_embeddings), and what their models share: a SwiGLU MLP, RMSNorm and no residual
+// dropout (modeling_llama.py, modeling_mistral.py, modeling_qwen2.py, modeling_deepseek.py: the
+// decoder layer adds its residuals as they are; attention_dropout applies to the scores).
+void import_gated_decoder(const nlohmann::json& c, ModelSpec& m, Problems& problems)
+{
+  m.num_layers          = get_int(c, "num_hidden_layers", problems);
+  m.hidden_size         = get_int(c, "hidden_size", problems);
+  m.num_attention_heads = get_int(c, "num_attention_heads", problems);
+  m.ffn_hidden_size     = get_int(c, "intermediate_size", problems);
+  m.seq_length          = get_int(c, "max_position_embeddings", problems, 4096);
+  m.vocab_size          = get_int(c, "vocab_size", problems);
+  m.mlp                 = "swiglu";
+  m.norm                = "rmsnorm";
+  m.tied_embeddings     = get_bool(c, "tie_word_embeddings", problems, false);
+  m.dropout             = 0;
+}
+
 // DeepSeek-V2 and V3 (modeling_deepseek.py; transformers' deepseek_v3): multi-head latent
 // attention (DeepseekV3Attention: q_a_proj to q_lora_rank, or q_proj where q_lora_rank is null;
 // kv_a_proj_with_mqa to kv_lora_rank + qk_rope_head_dim; heads of qk_nope_head_dim +
@@ -248,22 +267,13 @@ void import_sliding_window(const nlohmann::json& c, const std::string& type, Mod
 // of the model HuggingFace builds, nor of stepsim's.
 void import_deepseek(const nlohmann::json& c, ModelSpec& m, Problems& problems)
 {
-  m.num_layers          = get_int(c, "num_hidden_layers", problems);
-  m.hidden_size         = get_int(c, "hidden_size", problems);
-  m.num_attention_heads = get_int(c, "num_attention_heads", problems);
-  m.num_query_groups    = m.num_attention_heads; // a key and a value per head (MLA)
+  import_gated_decoder(c, m, problems);
+  m.num_query_groups = m.num_attention_heads; // a key and a value per head (MLA)
   if (given(c, "num_key_value_heads") && get_int(c, "num_key_value_heads", problems) != m.num_attention_heads)
     problems.add("num_key_value_heads", fmt::format("{}: multi-head latent attention projects a key and a value "
                                                     "for each of the {} heads; expected {}",
                                                     c["num_key_value_heads"].dump(), m.num_attention_heads,
                                                     m.num_attention_heads));
-  m.ffn_hidden_size = get_int(c, "intermediate_size", problems);
-  m.seq_length      = get_int(c, "max_position_embeddings", problems, 4096);
-  m.vocab_size      = get_int(c, "vocab_size", problems);
-  m.mlp             = "swiglu";
-  m.norm            = "rmsnorm";
-  m.tied_embeddings = get_bool(c, "tie_word_embeddings", problems, false);
-  m.dropout         = 0;
   if (get_text(c, "hidden_act", problems, "silu") != "silu")
     problems.add("hidden_act", fmt::format("{}: DeepSeek's experts and MLPs are SwiGLU; expected \"silu\"",
                                            c["hidden_act"].dump()));
@@ -320,19 +330,8 @@ ModelSpec import_hf_config(const nlohmann::json& c)
     m.dropout             = get_probability(c, "resid_pdrop", problems, 0.1); // GPT2Config's default
   } else if (type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "qwen2_moe" ||
              type == "qwen3" || type == "qwen3_moe") {
-    m.num_layers          = get_int(c, "num_hidden_layers", problems);
-    m.hidden_size         = get_int(c, "hidden_size", problems);
-    m.num_attention_heads = get_int(c, "num_attention_heads", problems);
-    m.num_query_groups    = get_int(c, "num_key_value_heads", problems, m.num_attention_heads);
-    m.ffn_hidden_size     = get_int(c, "intermediate_size", problems);
-    m.seq_length          = get_int(c, "max_position_embeddings", problems, 4096);
-    m.vocab_size          = get_int(c, "vocab_size", problems);
-    m.mlp                 = "swiglu";
-    m.norm                = "rmsnorm";
-    m.tied_embeddings     = get_bool(c, "tie_word_embeddings", problems, false);
-    // These models have no residual dropout (modeling_llama.py, modeling_mistral.py, modeling_qwen2.py:
-    // the decoder layer adds its residuals as they are; attention_dropout applies to the scores).
-    m.dropout = 0;
+    import_gated_decoder(c, m, problems);
+    m.num_query_groups = get_int(c, "num_key_value_heads", problems, m.num_attention_heads);
     // The MLP is gated (SwiGLU); the activation inside it has the FLOPs of any other, but a name
     // HuggingFace does not know is a config that would not load (transformers/activations.py,
     // ACT2CLS).
